@@ -1,0 +1,94 @@
+# pytrace-sample: `make deps && make`, then `make check` (see README.md).
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+DESTDIR ?=
+CC ?= cc
+CFLAGS ?= -O2 -g
+BUILD := build
+
+WARNINGS := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes -Wundef
+ifeq ($(WERROR),1)
+WARNINGS += -Werror
+endif
+PKGS := zlib
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lz)
+BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARNINGS) -DPYTRACE_VERSION='"$(VERSION)"' -MMD -MP $(PKG_CFLAGS)
+SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+LIB_SRCS := $(wildcard common/*.c) $(wildcard trace/*.c)
+CLI_SRCS := cli/main.c
+TEST_SRCS := $(wildcard tests/*/test_*.c)
+TEST_HELPER_SRCS := tests/trace/gen_trace.c
+TEST_SUPPORT_SRCS := tests/common/support.c
+
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+TLIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/tobj/%.o) $(TEST_SUPPORT_SRCS:%.c=$(BUILD)/tobj/%.o)
+TEST_BINS := $(TEST_SRCS:%.c=$(BUILD)/%)
+TEST_HELPERS := $(TEST_HELPER_SRCS:%.c=$(BUILD)/%)
+
+C_FILES := $(LIB_SRCS) $(CLI_SRCS) $(TEST_SRCS) $(TEST_HELPER_SRCS) $(TEST_SUPPORT_SRCS) \
+	$(wildcard */*.h tests/*/*.h)
+
+.PHONY: all deps test check format format-check static install uninstall clean viewer-deps
+
+all: pytrace-sample
+
+pytrace-sample: $(LIB_OBJS) $(CLI_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+# Tests and everything they link are built with ASan and UBSan.
+$(BUILD)/tobj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SANITIZE) -c -o $@ $<
+
+# Tests that inject failures wrap syscalls at link time.
+WRAP_test_out := -Wl,--wrap=write -Wl,--wrap=ftruncate
+
+$(BUILD)/tests/%: $(BUILD)/tobj/tests/%.o $(TLIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SANITIZE) $(WRAP_$(notdir $@)) -o $@ $^ -lcmocka $(PKG_LIBS)
+
+deps:
+	./tools/install-deps.sh
+
+viewer-deps: tests/viewer/node_modules/.package-lock.json
+
+tests/viewer/node_modules/.package-lock.json: tests/viewer/package.json tests/viewer/package-lock.json
+	cd tests/viewer && npm ci --no-audit --no-fund
+
+test: pytrace-sample $(TEST_BINS) $(TEST_HELPERS) viewer-deps
+	./tests/run.sh $(BUILD)
+
+check:
+	$(MAKE) WERROR=1 all $(TEST_BINS) $(TEST_HELPERS)
+	$(MAKE) format-check static
+	$(MAKE) WERROR=1 test
+
+format:
+	clang-format -i $(C_FILES)
+
+format-check:
+	clang-format --dry-run -Werror $(C_FILES)
+
+static:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+		--std=c11 -I common -I trace $(LIB_SRCS) $(CLI_SRCS)
+
+install: pytrace-sample
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 pytrace-sample $(DESTDIR)$(BINDIR)/pytrace-sample
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/pytrace-sample
+
+clean:
+	rm -rf $(BUILD) pytrace-sample
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,154 @@
+/* Frame interning: a content hash maps to a chain of ids with that hash. */
+#include "frames.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+
+struct frame_entry {
+	struct frame_info info;
+	uint32_t next_same_hash; /* id of the next entry with this hash, 0 at the end */
+};
+
+struct frame_table {
+	struct frame_entry *entries; /* entries[id - 1] */
+	uint32_t count, capacity;
+	struct hashmap *by_hash; /* hash -> first id, stored as a pointer-sized integer */
+};
+
+static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	while (len--) {
+		h ^= *p++;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static uint64_t hash_info(const struct frame_info *info)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	uint32_t kind = info->kind;
+
+	h = hash_bytes(h, info->name, strlen(info->name) + 1);
+	h = hash_bytes(h, info->file, strlen(info->file) + 1);
+	h = hash_bytes(h, &info->line, sizeof(info->line));
+	return hash_bytes(h, &kind, sizeof(kind));
+}
+
+static int same_info(const struct frame_info *a, const struct frame_info *b)
+{
+	return a->line == b->line && a->kind == b->kind && !strcmp(a->name, b->name) &&
+	       !strcmp(a->file, b->file);
+}
+
+struct frame_table *frame_table__new(void)
+{
+	struct frame_table *table = calloc(1, sizeof(*table));
+
+	if (!table)
+		return NULL;
+	table->by_hash = hashmap__new();
+	if (!table->by_hash) {
+		free(table);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return table;
+}
+
+void frame_table__free(struct frame_table *table)
+{
+	uint32_t i;
+
+	if (!table)
+		return;
+	for (i = 0; i < table->count; i++) {
+		free((char *)table->entries[i].info.name);
+		free((char *)table->entries[i].info.file);
+	}
+	free(table->entries);
+	hashmap__free(table->by_hash);
+	free(table);
+}
+
+static uint32_t add_entry(struct frame_table *table, const struct frame_info *info,
+			  uint32_t next_same_hash)
+{
+	struct frame_entry *entry;
+
+	if (table->count == table->capacity) {
+		uint32_t capacity = table->capacity ? table->capacity * 2 : 256;
+		struct frame_entry *grown;
+
+		grown = realloc(table->entries, capacity * sizeof(*grown));
+		if (!grown)
+			return 0;
+		table->entries = grown;
+		table->capacity = capacity;
+	}
+	entry = &table->entries[table->count];
+	entry->info = *info;
+	entry->info.name = strdup(info->name);
+	entry->info.file = strdup(info->file);
+	entry->next_same_hash = next_same_hash;
+	if (!entry->info.name || !entry->info.file) {
+		free((char *)entry->info.name);
+		free((char *)entry->info.file);
+		errno = ENOMEM;
+		return 0;
+	}
+	return ++table->count;
+}
+
+uint32_t frame_table__intern(struct frame_table *table, const struct frame_info *info)
+{
+	struct frame_info key = *info;
+	uint64_t hash;
+	uint32_t first, id;
+
+	if (!key.name || key.kind >= FRAME_KIND_COUNT) {
+		errno = EINVAL;
+		return 0;
+	}
+	if (!key.file)
+		key.file = "";
+	hash = hash_info(&key);
+	first = (uint32_t)(uintptr_t)hashmap__get(table->by_hash, hash);
+	for (id = first; id; id = table->entries[id - 1].next_same_hash) {
+		if (same_info(&table->entries[id - 1].info, &key))
+			return id;
+	}
+	id = add_entry(table, &key, first);
+	if (!id)
+		return 0;
+	if (hashmap__set(table->by_hash, hash, (void *)(uintptr_t)id)) {
+		/* The entry stays unreachable but owned; report the failure. */
+		errno = ENOMEM;
+		return 0;
+	}
+	return id;
+}
+
+const struct frame_info *frame_table__get(const struct frame_table *table, uint32_t id)
+{
+	if (!id || id > table->count)
+		return NULL;
+	return &table->entries[id - 1].info;
+}
+
+const char *frame_kind__name(enum frame_kind kind)
+{
+	static const char *const names[FRAME_KIND_COUNT] = {
+		[FRAME_PYTHON] = "python",
+		[FRAME_NATIVE] = "native",
+		[FRAME_KERNEL] = "kernel",
+		[FRAME_OFF_CPU] = "off-cpu",
+	};
+
+	return kind < FRAME_KIND_COUNT ? names[kind] : "unknown";
+}

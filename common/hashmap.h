@@ -1,0 +1,33 @@
+/* A map from 64-bit keys to pointers, open addressing with linear probing. */
+#ifndef PYTRACE_COMMON_HASHMAP_H
+#define PYTRACE_COMMON_HASHMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hashmap;
+
+/* Returns an empty map, or NULL with errno set. Free with hashmap__free(). */
+struct hashmap *hashmap__new(void);
+
+/* Frees the map, not the values it points to. Accepts NULL. */
+void hashmap__free(struct hashmap *map);
+
+/* Returns the value stored under @key, or NULL when there is none. */
+void *hashmap__get(const struct hashmap *map, uint64_t key);
+
+/* Stores @value (not NULL) under @key, replacing any value there. 0 or -ENOMEM. */
+int hashmap__set(struct hashmap *map, uint64_t key, void *value);
+
+/* Removes @key and returns its value, or NULL when it was absent. */
+void *hashmap__remove(struct hashmap *map, uint64_t key);
+
+size_t hashmap__count(const struct hashmap *map);
+
+/*
+ * Iteration: start with *@cursor = 0; each call stores the next entry and returns 1,
+ * or returns 0 at the end. The map must not be changed while iterating.
+ */
+int hashmap__next(const struct hashmap *map, size_t *cursor, uint64_t *key, void **value);
+
+#endif

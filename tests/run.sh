@@ -1,0 +1,43 @@
+#!/bin/sh
+# Runs every test binary, then the viewer test, and prints one closing line:
+# "tests: N passed, N failed" counted over individual cmocka cases and viewer checks.
+set -u
+build=${1:-build}
+cd "$(dirname "$0")/.."
+
+passed=0
+failed=0
+log=$(mktemp)
+for bin in $(find "$build/tests" -type f -name 'test_*' | sort); do
+	echo "== $bin"
+	"$bin" 2>&1 | tee "$log"
+	status=$?
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log" | tail -1)
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log" | tail -1)
+	passed=$((passed + ${p:-0}))
+	failed=$((failed + ${f:-0}))
+	# A binary that crashed before its summary still counts as a failure.
+	if [ -z "$p$f" ] || { [ -z "$f" ] && ! grep -q '^\[  PASSED  \]' "$log"; }; then
+		echo "$bin ended without a cmocka summary"
+		failed=$((failed + 1))
+	fi
+done
+
+for script in tests/viewer/test_*.mjs; do
+	[ -e "$script" ] || continue
+	echo "== $script"
+	node "$script" "$build" 2>&1 | tee "$log"
+	p=$(sed -n 's/^viewer: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$log")
+	f=$(sed -n 's/^viewer: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$log")
+	if [ -z "$p" ]; then
+		echo "$script ended without a summary"
+		failed=$((failed + 1))
+	else
+		passed=$((passed + p))
+		failed=$((failed + f))
+	fi
+done
+rm -f "$log"
+
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

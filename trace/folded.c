@@ -1,0 +1,176 @@
+/* Collapsed-stack aggregation: a hash of (pid, tid, function ids) to a weight. */
+#include "folded.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hashmap.h"
+
+struct folded_stack {
+	struct folded_stack *next_same_hash;
+	uint32_t pid, tid;
+	uint64_t weight;
+	uint32_t nframes;
+	uint32_t funcs[];
+};
+
+struct folded {
+	uint64_t period_ns;
+	struct hashmap *by_hash; /* hash -> first struct folded_stack */
+};
+
+struct folded *folded__new(uint64_t period_ns)
+{
+	struct folded *folded = calloc(1, sizeof(*folded));
+
+	if (!folded)
+		return NULL;
+	folded->period_ns = period_ns ? period_ns : 1;
+	folded->by_hash = hashmap__new();
+	if (!folded->by_hash) {
+		free(folded);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return folded;
+}
+
+void folded__free(struct folded *folded)
+{
+	size_t cursor = 0;
+	uint64_t key;
+	void *value;
+
+	if (!folded)
+		return;
+	while (hashmap__next(folded->by_hash, &cursor, &key, &value)) {
+		struct folded_stack *s = value, *next;
+
+		for (; s; s = next) {
+			next = s->next_same_hash;
+			free(s);
+		}
+	}
+	hashmap__free(folded->by_hash);
+	free(folded);
+}
+
+static uint64_t hash_stack(const struct trace_obs *obs)
+{
+	uint64_t h = 0xcbf29ce484222325ULL ^ ((uint64_t)obs->pid << 32 | obs->tid);
+	uint32_t i;
+
+	for (i = 0; i < obs->nframes; i++) {
+		h ^= obs->frames[i].func;
+		h *= 0x100000001b3ULL;
+	}
+	return h ^ obs->nframes;
+}
+
+static bool same_stack(const struct folded_stack *s, const struct trace_obs *obs)
+{
+	uint32_t i;
+
+	if (s->pid != obs->pid || s->tid != obs->tid || s->nframes != obs->nframes)
+		return false;
+	for (i = 0; i < obs->nframes; i++) {
+		if (s->funcs[i] != obs->frames[i].func)
+			return false;
+	}
+	return true;
+}
+
+int folded__add(struct folded *folded, const struct trace_obs *obs)
+{
+	uint64_t hash = hash_stack(obs), weight = 1;
+	struct folded_stack *first = hashmap__get(folded->by_hash, hash), *s;
+	uint32_t i;
+
+	if (obs->kind == TRACE_OFF_CPU && obs->t_end_ns > obs->t_start_ns) {
+		weight = (obs->t_end_ns - obs->t_start_ns + folded->period_ns / 2) /
+			 folded->period_ns;
+		if (!weight)
+			weight = 1;
+	}
+	for (s = first; s; s = s->next_same_hash) {
+		if (same_stack(s, obs)) {
+			s->weight += weight;
+			return 0;
+		}
+	}
+	s = calloc(1, sizeof(*s) + obs->nframes * sizeof(s->funcs[0]));
+	if (!s)
+		return -ENOMEM;
+	s->pid = obs->pid;
+	s->tid = obs->tid;
+	s->weight = weight;
+	s->nframes = obs->nframes;
+	for (i = 0; i < obs->nframes; i++)
+		s->funcs[i] = obs->frames[i].func;
+	s->next_same_hash = first;
+	if (hashmap__set(folded->by_hash, hash, s)) {
+		free(s);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Writes @name with the characters that carry meaning in the format replaced. */
+static void put_name(struct out_file *out, const char *name)
+{
+	char buf[256];
+	size_t n = 0;
+
+	for (; *name; name++) {
+		char c = *name;
+
+		if (c == ';')
+			c = ':';
+		else if (c == '\n' || c == '\r')
+			c = ' ';
+		buf[n++] = c;
+		if (n == sizeof(buf)) {
+			out_file__write(out, buf, n);
+			n = 0;
+		}
+	}
+	out_file__write(out, buf, n);
+}
+
+static void put_owner(struct out_file *out, const struct names *names, uint32_t pid, uint32_t tid)
+{
+	const char *name = names__get(names, pid, tid);
+
+	put_name(out, name ? name : "?");
+	out_file__printf(out, " (%" PRIu32 ")", tid ? tid : pid);
+}
+
+void folded__write(const struct folded *folded, struct out_file *out,
+		   const struct frame_table *frames, const struct names *names)
+{
+	size_t cursor = 0;
+	uint64_t key;
+	void *value;
+
+	while (hashmap__next(folded->by_hash, &cursor, &key, &value)) {
+		const struct folded_stack *s;
+
+		for (s = value; s; s = s->next_same_hash) {
+			uint32_t i;
+
+			put_owner(out, names, s->pid, 0);
+			out_file__puts(out, ";");
+			put_owner(out, names, s->pid, s->tid);
+			for (i = 0; i < s->nframes; i++) {
+				const struct frame_info *f = frame_table__get(frames, s->funcs[i]);
+
+				out_file__puts(out, ";");
+				put_name(out, f ? f->name : "[bad frame id]");
+			}
+			out_file__printf(out, " %" PRIu64 "\n", s->weight);
+			out_file__mark(out);
+		}
+	}
+}

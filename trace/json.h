@@ -1,0 +1,16 @@
+/* Internal to trace/: JSON text for Trace Event files. */
+#ifndef PYTRACE_TRACE_JSON_H
+#define PYTRACE_TRACE_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "out.h"
+
+/*
+ * Writes @s as a quoted JSON string: quotes, backslashes and control characters escaped,
+ * each byte that is not part of valid UTF-8 replaced by U+FFFD.
+ */
+void json_put_string(struct out_file *out, const char *s);
+
+#endif

@@ -1,0 +1,123 @@
+/*
+ * The trace stage: turns per-thread observations (stacks with times) into nested slices
+ * and streams them to a writer: Trace Event JSON, gzip'd JSON or collapsed stacks.
+ *
+ * Times are nanoseconds on one clock (CLOCK_MONOTONIC from the kernel). Observations of
+ * one thread must come in time order; threads may interleave freely.
+ */
+#ifndef PYTRACE_TRACE_TRACE_H
+#define PYTRACE_TRACE_TRACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/frames.h"
+
+enum trace_format {
+	TRACE_FORMAT_AUTO, /* from the output name: .json.gz, .gz, .folded, else JSON */
+	TRACE_FORMAT_JSON,
+	TRACE_FORMAT_JSON_GZ,
+	TRACE_FORMAT_FOLDED,
+};
+
+#define TRACE_DEFAULT_MAX_DEPTH 512
+
+struct trace_opts {
+	const char *path; /* destination; written through a temporary */
+	enum trace_format format;
+	uint64_t period_ns;		  /* an on-CPU sample covers [t, t + period_ns) */
+	uint64_t gap_ns;		  /* silence that closes every slice; 0: 2 periods */
+	uint64_t origin_ns;		  /* earliest time; written as ts = 1 (whole us) */
+	uint32_t max_depth;		  /* slices this deep or deeper are cut; 0: 512 */
+	const struct frame_table *frames; /* borrowed; names every frame id */
+};
+
+/*
+ * One frame of an observation. @func is a frame table id; @callsite identifies where the
+ * caller (the frame above) called it: a Python instruction offset, a native return
+ * address. @line is the line being executed in this frame (0 when unknown).
+ */
+struct trace_frame {
+	uint32_t func;
+	uint32_t line;
+	uint64_t callsite;
+};
+
+enum trace_obs_kind {
+	TRACE_ON_CPU,  /* a sample at t_start_ns; covers one period or until the next one */
+	TRACE_OFF_CPU, /* a wait with exact ends; its leaf frame is the reason marker */
+};
+
+struct trace_obs {
+	uint32_t pid, tid;
+	enum trace_obs_kind kind;
+	uint64_t t_start_ns;
+	uint64_t t_end_ns; /* off-CPU only */
+	uint32_t nframes;
+	const struct trace_frame *frames; /* root first; borrowed for the call */
+};
+
+enum trace_event_kind {
+	TRACE_EVENT_FORK, /* @value: the child's pid */
+	TRACE_EVENT_EXEC, /* @text: the new program */
+	TRACE_EVENT_EXIT, /* @value: exit status, or 128 + signal */
+};
+
+struct trace_event {
+	enum trace_event_kind kind;
+	uint32_t pid, tid;
+	uint64_t t_ns;
+	int64_t value;
+	const char *text; /* may be NULL */
+};
+
+struct trace_stats {
+	uint64_t observations;
+	uint64_t slices;	       /* written */
+	uint64_t slices_too_deep;      /* cut by max_depth */
+	uint64_t slices_empty;	       /* under a microsecond, not written */
+	uint64_t reordered;	       /* observations older than their thread's last, clamped */
+	uint64_t hidden;	       /* replaced by another at the same instant */
+	uint64_t events;	       /* instant events written */
+	uint64_t lost_to_write_errors; /* events not written because the output failed */
+	uint64_t bytes;		       /* before compression */
+};
+
+struct trace;
+
+/* "json", "json.gz" or "folded" chosen for @path. */
+enum trace_format trace_format__from_path(const char *path);
+
+/*
+ * Creates the temporary output next to opts->path and writes the header, so an
+ * unwritable destination fails here, before any sampling. NULL with errno set.
+ */
+struct trace *trace__open(const struct trace_opts *opts);
+
+int trace__observe(struct trace *trace, const struct trace_obs *obs);
+int trace__event(struct trace *trace, const struct trace_event *event);
+
+/* Names shown for a process (its command line) and a thread (its comm); latest wins. */
+int trace__name_process(struct trace *trace, uint32_t pid, const char *name);
+int trace__name_thread(struct trace *trace, uint32_t pid, uint32_t tid, const char *name);
+
+/* Closes every open slice of a thread that ended at @t_ns (clipped to what was seen). */
+int trace__end_thread(struct trace *trace, uint32_t pid, uint32_t tid, uint64_t t_ns);
+
+/* Records a named counter (lost samples, unreadable frames ...) in the trace's metadata. */
+int trace__note(struct trace *trace, const char *key, uint64_t value);
+
+/* Statistics so far. */
+void trace__stats(const struct trace *trace, struct trace_stats *stats);
+
+/*
+ * Closes every open slice, writes metadata and the footer, renames the file into place
+ * and frees @trace. After a write error (a full disk) it still tries to end the file at
+ * the last complete event; returns 0 or a negative errno, filling @stats when not NULL.
+ */
+int trace__close(struct trace *trace, struct trace_stats *stats);
+
+/* Discards the output and frees. Accepts NULL. */
+void trace__abort(struct trace *trace);
+
+#endif
