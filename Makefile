@@ -11,16 +11,17 @@ WARNINGS := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prot
 ifeq ($(WERROR),1)
 WARNINGS += -Werror
 endif
-PKGS := zlib
+PKGS := zlib libdw libelf
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lz)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lz -ldw -lelf)
 BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARNINGS) -DPYTRACE_VERSION='"$(VERSION)"' -MMD -MP $(PKG_CFLAGS)
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-LIB_SRCS := $(wildcard common/*.c) $(wildcard trace/*.c)
-CLI_SRCS := cli/main.c
+LIB_SRCS := $(wildcard common/*.c) $(wildcard trace/*.c) $(wildcard sampler/*.c) \
+	$(wildcard symbolize/*.c)
+CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/*/test_*.c)
-TEST_HELPER_SRCS := tests/trace/gen_trace.c
+TEST_HELPER_SRCS := tests/trace/gen_trace.c tests/sampler/sampler_dump.c
 TEST_SUPPORT_SRCS := tests/common/support.c
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -79,7 +80,7 @@ format-check:
 
 static:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--std=c11 -I common -I trace $(LIB_SRCS) $(CLI_SRCS)
+		--std=c11 $(LIB_SRCS) $(CLI_SRCS)
 
 install: pytrace-sample
 	install -d $(DESTDIR)$(BINDIR)

@@ -1,65 +1,224 @@
-/* pytrace-sample's command line: parses options and wires the stages together. */
+/* pytrace-sample's command line: parses options and hands them to the recording. */
+#include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/log.h"
+#include "cli.h"
 
 #ifndef PYTRACE_VERSION
 #define PYTRACE_VERSION "unknown"
 #endif
 
-enum exit_code {
-	EXIT_USAGE = 2,
-	EXIT_UNSUPPORTED = 3,
-};
-
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: pytrace-sample [options] -- CMD [ARGS...]   launch CMD and trace its process tree\n"
-		"       pytrace-sample [options] -p PID[,PID...]    attach to running processes\n"
+		"usage: pytrace-sample [options] -- CMD [ARGS...]   launch CMD and trace its whole process tree\n"
+		"       pytrace-sample [options] -p PID[,PID...]    attach to running processes and their descendants\n"
 		"\n"
-		"Samples the stacks of every thread of a process tree and writes a time-ordered\n"
-		"flame chart (Chrome Trace Event Format) to open in ui.perfetto.dev or the\n"
-		"Chrome DevTools Performance panel.\n"
+		"Samples the stacks of every thread of a process tree and writes a time-ordered flame chart\n"
+		"(Chrome Trace Event Format): open it at https://ui.perfetto.dev or in Chrome DevTools >\n"
+		"Performance > Load profile. Stops when the traced processes have all exited, after\n"
+		"--duration, or on Ctrl-C; the trace written so far is always complete and valid.\n"
 		"\n"
-		"options:\n"
-		"  -h, --help       show this help and exit\n"
-		"  -V, --version    print the version and exit\n"
-		"  -v, --verbose    more diagnostics on stderr (repeat for debug output)\n"
+		"output:\n"
+		"  -o, --output FILE     where to write (default: CMD-YYYYmmdd-HHMMSS.json in the current\n"
+		"                        folder, never replacing a file). The ending picks the format:\n"
+		"                        .json, .json.gz (gzip'd), .folded (collapsed stacks for flame graphs)\n"
+		"      --format FMT      json, json.gz or folded, whatever the name\n"
 		"\n"
-		"This build has the trace stage only: sampling arrives with the perf backend.\n");
+		"sampling:\n"
+		"  -F, --frequency HZ    samples per second of CPU time per thread (default 1000, at most 100000)\n"
+		"      --mode MODE       wall (default): whole lives of threads, with off-CPU waits as exact\n"
+		"                        spans labelled with why (sleep, lock wait, read, poll, preempted ...);\n"
+		"                        cpu: on-CPU samples only\n"
+		"      --kernel          add kernel frames (needs root or CAP_PERFMON with kptr access)\n"
+		"      --stack-size N    bytes of user stack copied per sample for unwinding (default 16384,\n"
+		"                        multiple of 8, at most 65528); deeper native frames are cut\n"
+		"  -d, --duration SECS   stop after SECS seconds (the command keeps running)\n"
+		"\n"
+		"other:\n"
+		"  -q, --quiet           no progress line\n"
+		"  -v, --verbose         more diagnostics on stderr (twice for debug output)\n"
+		"  -h, --help            show this help\n"
+		"  -V, --version         print the version\n"
+		"\n"
+		"Permissions: launching needs kernel.perf_event_paranoid <= 2 (Debian's default is 2 or 3);\n"
+		"attaching to another user's processes, --kernel and exact off-CPU stacks need root.\n"
+		"Under sudo, CMD runs as the invoking user and the trace file belongs to them.\n"
+		"\n"
+		"Exit status: CMD's own status when launching (128+N if killed by signal N); else 0, or\n"
+		"64 usage, 66 no such process, 69 perf events unavailable, 73 can't create the output,\n"
+		"77 permission denied, 126 CMD not executable, 127 CMD not found, 70 internal error.\n");
 }
 
-int main(int argc, char **argv)
+static int parse_pids(const char *arg, struct cli_opts *o)
 {
+	const char *p = arg;
+
+	while (*p) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		pid_t *grown;
+
+		if (end == p || v <= 0 || v > 4194304 || (*end && *end != ','))
+			return -EINVAL;
+		grown = realloc(o->pids, (o->npids + 1) * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		o->pids = grown;
+		o->pids[o->npids++] = (pid_t)v;
+		p = *end ? end + 1 : end;
+	}
+	return o->npids ? 0 : -EINVAL;
+}
+
+static int parse_format(const char *arg, enum trace_format *format)
+{
+	if (!strcmp(arg, "json"))
+		*format = TRACE_FORMAT_JSON;
+	else if (!strcmp(arg, "json.gz") || !strcmp(arg, "gz"))
+		*format = TRACE_FORMAT_JSON_GZ;
+	else if (!strcmp(arg, "folded"))
+		*format = TRACE_FORMAT_FOLDED;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "pytrace-sample: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'pytrace-sample --help'.\n");
+	return EXIT_USAGE;
+}
+
+/* Fills @o from the command line; returns -1 to go on, or an exit status. */
+static int parse_args(int argc, char **argv, struct cli_opts *o)
+{
+	enum { OPT_FORMAT = 256, OPT_MODE, OPT_KERNEL, OPT_STACK };
 	static const struct option long_opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "frequency", required_argument, NULL, 'F' },
+		{ "mode", required_argument, NULL, OPT_MODE },
+		{ "kernel", no_argument, NULL, OPT_KERNEL },
+		{ "stack-size", required_argument, NULL, OPT_STACK },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
-		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int verbosity = 0, c;
+	char *end;
+	int c;
 
-	while ((c = getopt_long(argc, argv, "+hVv", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:F:d:p:qvhV", long_opts, NULL)) != -1) {
 		switch (c) {
+		case 'o':
+			o->output = optarg;
+			break;
+		case OPT_FORMAT:
+			if (parse_format(optarg, &o->format))
+				return bad_usage("unknown format '%s' (json, json.gz or folded)",
+						 optarg);
+			break;
+		case 'F': {
+			long hz = strtol(optarg, &end, 10);
+
+			if (*end || hz < 1 || hz > 100000)
+				return bad_usage("bad frequency '%s' (1 to 100000 Hz)", optarg);
+			o->sampler.frequency_hz = (uint32_t)hz;
+			break;
+		}
+		case OPT_MODE:
+			if (!strcmp(optarg, "wall"))
+				o->sampler.mode = SAMPLER_MODE_WALL;
+			else if (!strcmp(optarg, "cpu"))
+				o->sampler.mode = SAMPLER_MODE_CPU;
+			else
+				return bad_usage("unknown mode '%s' (wall or cpu)", optarg);
+			break;
+		case OPT_KERNEL:
+			o->sampler.kernel_stacks = true;
+			break;
+		case OPT_STACK: {
+			long n = strtol(optarg, &end, 10);
+
+			if (*end || n < 512 || n > 65528 || n % 8)
+				return bad_usage(
+					"bad stack size '%s' (512 to 65528, a multiple of 8)",
+					optarg);
+			o->sampler.stack_bytes = (uint32_t)n;
+			break;
+		}
+		case 'd':
+			o->duration_s = strtod(optarg, &end);
+			if (*end || !(o->duration_s > 0))
+				return bad_usage("bad duration '%s' (seconds, > 0)", optarg);
+			break;
+		case 'p':
+			if (parse_pids(optarg, o))
+				return bad_usage("bad pid list '%s' (e.g. 1234 or 1234,5678)",
+						 optarg);
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'v':
+			o->verbosity++;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
 		case 'V':
 			printf("pytrace-sample %s\n", PYTRACE_VERSION);
 			return 0;
-		case 'v':
-			verbosity++;
-			break;
 		default:
-			usage(stderr);
+			fprintf(stderr, "Try 'pytrace-sample --help'.\n");
 			return EXIT_USAGE;
 		}
 	}
-	log_set_level(verbosity >= 2 ? LOG_DEBUG : verbosity ? LOG_INFO : LOG_WARN);
-	fprintf(stderr, "pytrace-sample: no sampling backend in this build yet\n");
-	return EXIT_UNSUPPORTED;
+	if (optind < argc)
+		o->argv = argv + optind;
+	if (!o->argv == !o->npids)
+		return bad_usage("%s",
+				 o->npids ? "give either -p PID or -- CMD, not both"
+					  : "nothing to trace: give -- CMD [ARGS...] or -p PID");
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli_opts opts = {
+		.sampler = {
+			.frequency_hz = 1000,
+			.mode = SAMPLER_MODE_WALL,
+			.stack_bytes = 16384,
+		},
+	};
+	int status = parse_args(argc, argv, &opts);
+
+	if (status < 0) {
+		log_set_level(opts.verbosity >= 2 ? LOG_DEBUG
+			      : opts.verbosity	  ? LOG_INFO
+						  : LOG_WARN);
+		/* Never ask a debuginfod server: no network, and no waiting on one. */
+		unsetenv("DEBUGINFOD_URLS");
+		status = cli_record(&opts);
+	}
+	free(opts.pids);
+	return status;
 }

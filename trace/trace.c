@@ -224,7 +224,10 @@ int trace__event(struct trace *trace, const struct trace_event *ev)
 		json_put_string(trace->out, ev->text);
 		break;
 	case TRACE_EVENT_EXIT:
-		out_file__printf(trace->out, "\"status\":%" PRId64, ev->value);
+		if (ev->value >= 0)
+			out_file__printf(trace->out, "\"status\":%" PRId64, ev->value);
+		else
+			out_file__puts(trace->out, "\"status\":null");
 		break;
 	}
 	out_file__puts(trace->out, "}");

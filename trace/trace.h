@@ -60,7 +60,7 @@ struct trace_obs {
 enum trace_event_kind {
 	TRACE_EVENT_FORK, /* @value: the child's pid */
 	TRACE_EVENT_EXEC, /* @text: the new program */
-	TRACE_EVENT_EXIT, /* @value: exit status, or 128 + signal */
+	TRACE_EVENT_EXIT, /* @value: exit status, or 128 + signal; -1 unknown */
 };
 
 struct trace_event {

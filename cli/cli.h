@@ -1,0 +1,39 @@
+/* Internal to cli/: the options of one run and the recording loop. */
+#ifndef PYTRACE_CLI_CLI_H
+#define PYTRACE_CLI_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../sampler/sampler.h"
+#include "../trace/trace.h"
+
+/* Exit codes of our own failures (sysexits.h values); a launched CMD's status otherwise. */
+enum cli_exit {
+	EXIT_USAGE = 64,
+	EXIT_NO_PROCESS = 66,
+	EXIT_UNAVAILABLE = 69,
+	EXIT_INTERNAL = 70,
+	EXIT_CANT_CREATE = 73,
+	EXIT_NO_PERMISSION = 77,
+	EXIT_NOT_EXECUTABLE = 126,
+	EXIT_NOT_FOUND = 127,
+};
+
+struct cli_opts {
+	struct sampler_opts sampler;
+	const char *output; /* NULL: a new name from the command and the time */
+	enum trace_format format;
+	double duration_s; /* 0: until the tree exits or Ctrl-C */
+	bool quiet;
+	int verbosity;
+	pid_t *pids;
+	size_t npids;
+	char **argv; /* the command to launch, or NULL */
+};
+
+/* Runs one recording from start to summary; returns the process exit status. */
+int cli_record(const struct cli_opts *opts);
+
+#endif

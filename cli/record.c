@@ -1,0 +1,499 @@
+/* One recording: sampler -> symbolizer -> trace, with progress, errors and a summary. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/frames.h"
+#include "../common/hashmap.h"
+#include "../common/log.h"
+#include "../symbolize/symbolize.h"
+#include "cli.h"
+
+#define MAX_FRAMES (SYMBOLIZE_MAX_NATIVE_FRAMES + 256)
+
+static volatile sig_atomic_t stop_requests;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	stop_requests++;
+}
+
+struct session {
+	const struct cli_opts *opts;
+	struct frame_table *frames;
+	struct symbolizer *sym;
+	struct sampler *sampler;
+	struct trace *trace;
+	char output[4096];
+	struct hashmap *names; /* pid and (pid << 32 | tid) -> malloc'd name */
+	struct trace_frame stack[MAX_FRAMES];
+	uint64_t started_ns, last_progress_ns;
+	bool progress_shown;
+	int record_errors;
+};
+
+static void install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* A file name from the command and the time that names no existing file. */
+static void default_output(const struct cli_opts *o, char *buf, size_t size)
+{
+	const char *ext = o->format == TRACE_FORMAT_JSON_GZ  ? ".json.gz"
+			  : o->format == TRACE_FORMAT_FOLDED ? ".folded"
+							     : ".json";
+	char base[128], stamp[32];
+	time_t now = time(NULL);
+	struct stat st;
+	int i;
+
+	if (o->argv) {
+		const char *slash = strrchr(o->argv[0], '/');
+
+		snprintf(base, sizeof(base), "%s", slash ? slash + 1 : o->argv[0]);
+	} else {
+		snprintf(base, sizeof(base), "pid%d", o->pids[0]);
+	}
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", localtime(&now));
+	snprintf(buf, size, "%s-%s%s", base, stamp, ext);
+	for (i = 2; !stat(buf, &st) && i < 1000; i++)
+		snprintf(buf, size, "%s-%s-%d%s", base, stamp, i, ext);
+}
+
+static uint64_t name_key(uint32_t pid, uint32_t tid)
+{
+	return (uint64_t)pid << 32 | tid;
+}
+
+static const char *known_name(struct session *s, uint32_t pid, uint32_t tid)
+{
+	return hashmap__get(s->names, name_key(pid, tid));
+}
+
+static void set_name(struct session *s, uint32_t pid, uint32_t tid, const char *name)
+{
+	char *copy = strdup(name);
+
+	if (!copy)
+		return;
+	free(hashmap__remove(s->names, name_key(pid, tid)));
+	if (hashmap__set(s->names, name_key(pid, tid), copy)) {
+		free(copy);
+		return;
+	}
+	if (tid)
+		trace__name_thread(s->trace, pid, tid, name);
+	else
+		trace__name_process(s->trace, pid, name);
+}
+
+/* A process's display name: its command line while it can be read, else @fallback. */
+static void name_process(struct session *s, uint32_t pid, const char *fallback)
+{
+	char cmdline[1024];
+
+	if (!sampler_read_cmdline((pid_t)pid, cmdline, sizeof(cmdline)))
+		set_name(s, pid, 0, cmdline);
+	else if (fallback)
+		set_name(s, pid, 0, fallback);
+}
+
+static void observe(struct session *s, const struct sampler_rec *r)
+{
+	struct trace_obs obs = {
+		.pid = r->pid,
+		.tid = r->tid,
+		.kind = r->kind == SREC_OFF_CPU ? TRACE_OFF_CPU : TRACE_ON_CPU,
+		.t_start_ns = r->time_ns,
+		.t_end_ns = r->sample.end_ns,
+		.frames = s->stack,
+	};
+	int n = symbolizer__stack(s->sym, r, s->stack, MAX_FRAMES - 1);
+
+	if (n < 0) {
+		s->record_errors++;
+		return;
+	}
+	if (r->kind == SREC_OFF_CPU) {
+		s->stack[n].func = symbolizer__wait_marker(s->sym, r, s->stack, (uint32_t)n);
+		s->stack[n].line = 0;
+		s->stack[n].callsite = 0;
+		if (s->stack[n].func)
+			n++;
+	}
+	obs.nframes = (uint32_t)n;
+	if (trace__observe(s->trace, &obs))
+		s->record_errors++;
+}
+
+static void on_fork(struct session *s, const struct sampler_rec *r)
+{
+	bool process = r->pid != r->fork.ppid;
+	const char *parent_name;
+
+	symbolizer__track(s->sym, r);
+	if (!process) {
+		parent_name = known_name(s, r->pid, r->fork.ptid);
+		if (parent_name)
+			set_name(s, r->pid, r->tid, parent_name);
+		return;
+	}
+	name_process(s, r->pid, known_name(s, r->fork.ppid, 0));
+	parent_name = known_name(s, r->fork.ppid, r->fork.ptid);
+	if (parent_name && !known_name(s, r->pid, r->tid))
+		set_name(s, r->pid, r->tid, parent_name);
+	if (!r->synthetic) {
+		struct trace_event ev = { TRACE_EVENT_FORK, r->fork.ppid, r->fork.ptid,
+					  r->time_ns,	    r->pid,	  NULL };
+
+		trace__event(s->trace, &ev);
+	}
+}
+
+static void dispatch(struct session *s, const struct sampler_rec *r)
+{
+	struct trace_event ev = { .pid = r->pid, .tid = r->tid, .t_ns = r->time_ns };
+
+	switch (r->kind) {
+	case SREC_SAMPLE:
+	case SREC_OFF_CPU:
+		observe(s, r);
+		break;
+	case SREC_FORK:
+		on_fork(s, r);
+		break;
+	case SREC_EXEC:
+		symbolizer__track(s->sym, r);
+		name_process(s, r->pid, r->comm.comm);
+		set_name(s, r->pid, r->tid, r->comm.comm);
+		ev.kind = TRACE_EVENT_EXEC;
+		ev.text = known_name(s, r->pid, 0);
+		trace__event(s->trace, &ev);
+		break;
+	case SREC_COMM:
+		set_name(s, r->pid, r->tid, r->comm.comm);
+		break;
+	case SREC_EXIT:
+		trace__end_thread(s->trace, r->pid, r->tid, r->time_ns);
+		if (r->exit.last_in_process) {
+			ev.kind = TRACE_EVENT_EXIT;
+			ev.value = sampler_read_exit_status((pid_t)r->pid);
+			trace__event(s->trace, &ev);
+		}
+		symbolizer__track(s->sym, r);
+		break;
+	case SREC_MMAP:
+		symbolizer__track(s->sym, r);
+		break;
+	}
+}
+
+static void drain(struct session *s)
+{
+	const struct sampler_rec *r;
+
+	while ((r = sampler__next(s->sampler)))
+		dispatch(s, r);
+}
+
+static void show_progress(struct session *s, bool force)
+{
+	struct sampler_stats st;
+	uint64_t now = sampler_now_ns();
+
+	if (s->opts->quiet || !isatty(STDERR_FILENO))
+		return;
+	if (!force && now - s->last_progress_ns < 500000000ULL)
+		return;
+	s->last_progress_ns = now;
+	sampler__stats(s->sampler, &st);
+	fprintf(stderr,
+		"\r\033[Kpytrace-sample: %u processes, %u threads | %" PRIu64 " samples, %" PRIu64
+		" waits | %" PRIu64 " lost | %.1f s (Ctrl-C to stop)",
+		st.processes, st.threads, st.samples, st.off_cpu_spans,
+		st.lost_records + st.lost_samples, (double)(now - s->started_ns) / 1e9);
+	s->progress_shown = true;
+}
+
+static void clear_progress(struct session *s)
+{
+	if (s->progress_shown)
+		fprintf(stderr, "\r\033[K");
+	s->progress_shown = false;
+}
+
+/* Runs until the tree has exited, the duration has passed or a signal came. */
+static void record_loop(struct session *s)
+{
+	uint64_t deadline = s->opts->duration_s > 0
+				    ? s->started_ns + (uint64_t)(s->opts->duration_s * 1e9)
+				    : UINT64_MAX;
+
+	while (!stop_requests) {
+		if (sampler__poll(s->sampler, 100) < 0)
+			break;
+		drain(s);
+		show_progress(s, false);
+		if (sampler__done(s->sampler) || sampler_now_ns() >= deadline)
+			break;
+	}
+	sampler__stop(s->sampler);
+	drain(s);
+}
+
+static int sampler_error(const struct cli_opts *o, int err, pid_t bad_pid)
+{
+	char paranoid[16] = "?";
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+
+	if (f) {
+		if (!fgets(paranoid, sizeof(paranoid), f))
+			strcpy(paranoid, "?");
+		paranoid[strcspn(paranoid, "\n")] = '\0';
+		fclose(f);
+	}
+	if (o->argv && err == ENOENT) {
+		fprintf(stderr, "pytrace-sample: %s: command not found\n", o->argv[0]);
+		return EXIT_NOT_FOUND;
+	}
+	if (o->argv && err == ENOEXEC) {
+		fprintf(stderr,
+			"pytrace-sample: %s: cannot execute (not an executable file, or no permission)\n",
+			o->argv[0]);
+		return EXIT_NOT_EXECUTABLE;
+	}
+	if (err == ESRCH) {
+		fprintf(stderr, "pytrace-sample: no such process: %d\n", bad_pid);
+		return EXIT_NO_PROCESS;
+	}
+	if ((err == EACCES || err == EPERM) && geteuid() != 0 && atoi(paranoid) > 2) {
+		fprintf(stderr,
+			"pytrace-sample: perf events are disabled for unprivileged users "
+			"(kernel.perf_event_paranoid = %s): run with sudo, or allow them with "
+			"'sudo sysctl kernel.perf_event_paranoid=2'\n",
+			paranoid);
+		return EXIT_UNAVAILABLE;
+	}
+	if (err == EACCES || err == EPERM) {
+		if (o->npids)
+			fprintf(stderr,
+				"pytrace-sample: cannot attach to %d: permission denied (run with sudo "
+				"or grant CAP_PERFMON,CAP_SYS_PTRACE)\n",
+				bad_pid);
+		else
+			fprintf(stderr,
+				"pytrace-sample: perf events not permitted: %s (run with sudo)\n",
+				strerror(err));
+		return EXIT_NO_PERMISSION;
+	}
+	if (err == ENOSYS || err == ENOENT || err == EOPNOTSUPP || err == ENODEV) {
+		fprintf(stderr, "pytrace-sample: this kernel offers no usable perf events (%s)\n",
+			strerror(err));
+		return EXIT_UNAVAILABLE;
+	}
+	fprintf(stderr, "pytrace-sample: cannot start sampling: %s\n", strerror(err));
+	return EXIT_INTERNAL;
+}
+
+/* Under sudo: the invoking user, for the command and the output file. */
+static bool sudo_user(struct sampler_creds *creds)
+{
+	const char *uid = getenv("SUDO_UID"), *gid = getenv("SUDO_GID");
+
+	if (geteuid() != 0 || !uid || !gid || !atoi(uid))
+		return false;
+	creds->uid = (uid_t)atoi(uid);
+	creds->gid = (gid_t)atoi(gid);
+	creds->user = getenv("SUDO_USER");
+	return true;
+}
+
+static int start_sampler(struct session *s, const struct sampler_creds *creds)
+{
+	const struct cli_opts *o = s->opts;
+	pid_t bad_pid = 0;
+	char joined[1024] = "";
+	int i;
+
+	if (o->argv)
+		s->sampler = sampler__launch(&o->sampler, o->argv, creds);
+	else
+		s->sampler = sampler__attach(&o->sampler, o->pids, o->npids, &bad_pid);
+	if (!s->sampler)
+		return sampler_error(o, errno, bad_pid);
+	if (o->argv) {
+		for (i = 0; o->argv[i]; i++) {
+			size_t len = strlen(joined);
+
+			snprintf(joined + len, sizeof(joined) - len, "%s%s", i ? " " : "",
+				 o->argv[i]);
+		}
+		set_name(s, (uint32_t)sampler__child(s->sampler), 0, joined);
+	}
+	return -1;
+}
+
+static void print_summary(struct session *s, int close_err, const struct trace_stats *ts)
+{
+	struct sampler_stats st;
+	struct symbolizer_stats sy;
+
+	sampler__stats(s->sampler, &st);
+	symbolizer__stats(s->sym, &sy);
+	clear_progress(s);
+	if (close_err) {
+		fprintf(stderr, "pytrace-sample: writing %s failed: %s\n", s->output,
+			strerror(-close_err));
+		return;
+	}
+	fprintf(stderr,
+		"pytrace-sample: wrote %s: %" PRIu64
+		" slices from %u processes, %u threads; %" PRIu64 " samples, %" PRIu64
+		" off-CPU spans; %" PRIu64 " lost\n",
+		s->output, ts->slices, st.processes_seen, st.threads_seen, st.samples,
+		st.off_cpu_spans, st.lost_records + st.lost_samples);
+	if (st.lost_records + st.lost_samples)
+		fprintf(stderr,
+			"pytrace-sample: the kernel dropped records: lower -F or --stack-size\n");
+	if (s->opts->format != TRACE_FORMAT_FOLDED &&
+	    trace_format__from_path(s->output) != TRACE_FORMAT_FOLDED)
+		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file) or in "
+				"Chrome DevTools > Performance > Load profile\n");
+	pr_info("symbolizer: %" PRIu64 " stacks, %" PRIu64 " frames, %" PRIu64 " unknown, %" PRIu64
+		" truncated, %" PRIu64 " modules, pc cache %" PRIu64 "/%" PRIu64,
+		sy.stacks, sy.frames, sy.unknown_frames, sy.truncated_stacks, sy.modules_loaded,
+		sy.pc_cache_hits, sy.pc_cache_hits + sy.pc_cache_misses);
+}
+
+/* The launched command's exit status; a second Ctrl-C stops waiting for it. */
+static int wait_child(pid_t child, bool announce)
+{
+	unsigned requests = (unsigned)stop_requests;
+	int status;
+
+	if (announce)
+		fprintf(stderr,
+			"pytrace-sample: waiting for the command (pid %d) to exit; Ctrl-C again to stop waiting\n",
+			child);
+	for (;;) {
+		if (waitpid(child, &status, 0) == child)
+			break;
+		if (errno != EINTR)
+			return EXIT_INTERNAL;
+		if ((unsigned)stop_requests > requests)
+			return 130;
+	}
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+static void note_losses(struct session *s)
+{
+	struct sampler_stats st;
+	struct symbolizer_stats sy;
+
+	sampler__stats(s->sampler, &st);
+	symbolizer__stats(s->sym, &sy);
+	trace__note(s->trace, "samples", st.samples);
+	trace__note(s->trace, "off_cpu_spans", st.off_cpu_spans);
+	trace__note(s->trace, "lost_records", st.lost_records);
+	trace__note(s->trace, "lost_samples", st.lost_samples);
+	trace__note(s->trace, "throttled", st.throttled);
+	trace__note(s->trace, "frequency_hz", s->opts->sampler.frequency_hz);
+	trace__note(s->trace, "unknown_native_frames", sy.unknown_frames);
+	trace__note(s->trace, "stacks_without_user_state", sy.no_user_state);
+	trace__note(s->trace, "record_errors", (uint64_t)s->record_errors);
+}
+
+int cli_record(const struct cli_opts *o)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	struct symbolizer_opts sym_opts = { .kernel = o->sampler.kernel_stacks };
+	struct sampler_creds creds;
+	bool as_user = sudo_user(&creds);
+	struct trace_stats ts;
+	struct trace_opts topts;
+	int status = EXIT_INTERNAL, close_err;
+	pid_t child;
+
+	if (!s)
+		return EXIT_INTERNAL;
+	s->opts = o;
+	install_signals();
+	if (o->output)
+		snprintf(s->output, sizeof(s->output), "%s", o->output);
+	else
+		default_output(o, s->output, sizeof(s->output));
+	s->names = hashmap__new();
+	s->frames = frame_table__new();
+	s->sym = s->frames ? symbolizer__new(&sym_opts, s->frames) : NULL;
+	if (!s->names || !s->sym)
+		goto out_free;
+	topts = (struct trace_opts){
+		.path = s->output,
+		.format = o->format,
+		.period_ns = 1000000000ULL / o->sampler.frequency_hz,
+		.origin_ns = sampler_now_ns(),
+		.frames = s->frames,
+	};
+	/* Created now, so an unwritable destination fails before anything runs. */
+	s->trace = trace__open(&topts);
+	if (!s->trace) {
+		fprintf(stderr, "pytrace-sample: cannot create %s: %s\n", s->output,
+			strerror(errno));
+		status = EXIT_CANT_CREATE;
+		goto out_free;
+	}
+	status = start_sampler(s, as_user ? &creds : NULL);
+	if (status >= 0) {
+		trace__abort(s->trace);
+		goto out_free;
+	}
+	s->started_ns = sampler_now_ns();
+	record_loop(s);
+	note_losses(s);
+	close_err = trace__close(s->trace, &ts);
+	if (!close_err && as_user && chown(s->output, creds.uid, creds.gid))
+		pr_warn("could not give %s to uid %d: %s", s->output, creds.uid, strerror(errno));
+	print_summary(s, close_err, &ts);
+	status = close_err ? EXIT_CANT_CREATE : 0;
+	child = sampler__child(s->sampler);
+	if (child) {
+		/* Reaped by the exec check when the command could not start. */
+		int child_status = wait_child(child, !sampler__done(s->sampler));
+
+		status = close_err ? EXIT_CANT_CREATE : child_status;
+	}
+out_free:
+	sampler__free(s->sampler);
+	symbolizer__free(s->sym);
+	frame_table__free(s->frames);
+	if (s->names) {
+		size_t cursor = 0;
+		uint64_t key;
+		void *value;
+
+		while (hashmap__next(s->names, &cursor, &key, &value))
+			free(value);
+		hashmap__free(s->names);
+	}
+	free(s);
+	return status;
+}

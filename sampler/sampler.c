@@ -1,0 +1,1160 @@
+/*
+ * The perf_event_open backend. Per CPU, a cpu-clock event per traced task with inherit
+ * (so every descendant is followed from birth by the kernel) owns one ring buffer; in
+ * wall mode a context-switch software event, sampled on every switch, captures the stack
+ * a thread blocks with, and PERF_RECORD_SWITCH gives the exact switch times. Records of
+ * all CPUs are merged back into time order through a heap, behind a watermark.
+ */
+#include "sampler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/hashmap.h"
+#include "../common/log.h"
+#include "launch.h"
+#include "procfs.h"
+#include "ring.h"
+
+#define REGS_MASK 0xff01ffULL /* AX..IP, R8..R15: see enum sampler_reg */
+#define REORDER_MARGIN_NS (5 * 1000000ULL)
+#define MAX_CPUS 1024
+#define ATTACH_ROUNDS 20
+
+/* Records we make ourselves for what existed before we attached. */
+#define SYNTH_RECORD 0x7f00
+
+enum event_role {
+	ROLE_CLOCK = 1,	 /* cpu-clock samples, side-band records */
+	ROLE_SWITCH = 2, /* context-switch samples: stacks at switch-out */
+};
+
+struct synth_record {
+	struct perf_event_header header;
+	struct sampler_rec rec;
+	char text[]; /* the comm or path that rec points to */
+};
+
+struct task_state {
+	uint32_t pid, tid;
+	struct qrec *switch_sample; /* the latest context-switch sample (owned) */
+	bool out;		    /* switched out and not back yet */
+	uint64_t out_time;
+	enum sampler_wait wait;
+	struct qrec *out_sample; /* the sample taken as it switched out (owned) */
+	/* A thread already blocked when we attached: its stack read from outside. */
+	int64_t attach_syscall;
+	uint64_t attach_regs[SREG_COUNT];
+	uint8_t *attach_stack;
+	uint64_t attach_stack_size;
+};
+
+struct proc_state {
+	uint32_t ntasks;
+};
+
+struct sampler {
+	struct sampler_opts opts;
+	uint32_t ncpus;
+	struct ring rings[MAX_CPUS];
+	int *fds;
+	size_t nfds, fds_capacity;
+	struct hashmap *roles; /* event id -> enum event_role */
+	struct perf_event_attr clock_attr, switch_attr;
+	bool use_switch_event;
+	struct queue queue;
+	struct hashmap *tasks; /* tid -> struct task_state */
+	struct hashmap *procs; /* pid -> struct proc_state */
+	struct held_child child;
+	bool child_execed;
+	uint64_t watermark;
+	uint64_t start_ns, stop_ns;
+	bool stopped;
+	uint64_t last_liveness_ns;
+	/* What the last handed-out record points into, freed on the next call. */
+	struct qrec *held[2];
+	uint8_t *held_stack;
+	struct sampler_rec rec;
+	struct sampler_stats stats;
+};
+
+uint64_t sampler_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int sampler_read_cmdline(pid_t pid, char *buf, size_t size)
+{
+	return procfs_cmdline(pid, buf, size);
+}
+
+int sampler_read_exit_status(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	int field, code = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (procfs_read(path, buf, sizeof(buf)) < 0)
+		return -1;
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || (p[2] != 'Z' && p[2] != 'X'))
+		return -1;
+	/* exit_code is field 52; after ')' comes field 3. */
+	for (field = 3, p += 2; p && field < 52; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (!p || sscanf(p, "%d", &code) != 1)
+		return -1;
+	if (code & 0x7f)
+		return 128 + (code & 0x7f);
+	return (code >> 8) & 0xff;
+}
+
+static int perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu)
+{
+	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static uint32_t online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_CONF);
+
+	if (n < 1)
+		return 1;
+	return n > MAX_CPUS ? MAX_CPUS : (uint32_t)n;
+}
+
+static uint64_t sample_type(const struct sampler_opts *opts)
+{
+	uint64_t type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+			PERF_SAMPLE_CPU | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+
+	if (opts->kernel_stacks)
+		type |= PERF_SAMPLE_CALLCHAIN;
+	return type;
+}
+
+static void build_attrs(struct sampler *s, bool privileged)
+{
+	struct perf_event_attr *a = &s->clock_attr;
+
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->type = PERF_TYPE_SOFTWARE;
+	a->config = PERF_COUNT_SW_CPU_CLOCK;
+	a->sample_period = 1000000000ULL / s->opts.frequency_hz; /* cpu-clock counts ns */
+	a->sample_type = sample_type(&s->opts);
+	a->sample_regs_user = REGS_MASK;
+	a->sample_stack_user = s->opts.stack_bytes;
+	a->inherit = 1;
+	a->mmap = 1;
+	a->mmap2 = 1;
+	a->build_id = 1;
+	a->comm = 1;
+	a->comm_exec = 1;
+	a->task = 1;
+	a->context_switch = s->opts.mode == SAMPLER_MODE_WALL;
+	a->sample_id_all = 1;
+	a->use_clockid = 1;
+	a->clockid = CLOCK_MONOTONIC;
+	a->exclude_kernel = !privileged;
+	a->exclude_hv = 1;
+	a->exclude_callchain_user = 1;
+	a->watermark = 1;
+
+	/* Sampled on every switch; must see kernel mode, where switches happen. */
+	s->switch_attr = *a;
+	a = &s->switch_attr;
+	a->config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+	a->sample_period = 1;
+	a->mmap = a->mmap2 = a->build_id = a->comm = a->comm_exec = a->task = 0;
+	a->context_switch = 0;
+	a->exclude_kernel = 0;
+	a->watermark = 0;
+	a->wakeup_events = 0;
+}
+
+static int remember_fd(struct sampler *s, int fd)
+{
+	if (s->nfds == s->fds_capacity) {
+		size_t capacity = s->fds_capacity ? s->fds_capacity * 2 : 64;
+		int *grown = realloc(s->fds, capacity * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		s->fds = grown;
+		s->fds_capacity = capacity;
+	}
+	s->fds[s->nfds++] = fd;
+	s->stats.events_open = (uint32_t)s->nfds;
+	return 0;
+}
+
+/* Sends @fd's records into the CPU's ring, mapping the ring on first use. */
+static int route_to_ring(struct sampler *s, int fd, uint32_t cpu, enum event_role role)
+{
+	struct ring *ring = &s->rings[cpu];
+	uint64_t id;
+	int err;
+
+	if (!ring->base) {
+		size_t size = (size_t)s->opts.buffer_kb * 1024;
+
+		/* Unprivileged users are held to perf_event_mlock_kb: shrink until it fits. */
+		while ((err = ring__map(ring, fd, cpu, size)) == -EPERM && size > 64 * 1024)
+			size /= 2;
+		if (err)
+			return err;
+		if (size < (size_t)s->opts.buffer_kb * 1024)
+			pr_warn("ring buffer limited to %zu KiB per CPU (perf_event_mlock_kb); "
+				"samples may be lost",
+				size / 1024);
+	} else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring->fd)) {
+		return -errno;
+	}
+	if (ioctl(fd, PERF_EVENT_IOC_ID, &id))
+		return -errno;
+	return hashmap__set(s->roles, id, (void *)(uintptr_t)role);
+}
+
+/* Opens this task's events on every CPU. -ESRCH when the task is already gone. */
+static int open_task_events(struct sampler *s, pid_t tid)
+{
+	uint32_t cpu;
+	int err;
+
+	for (cpu = 0; cpu < s->ncpus; cpu++) {
+		int fd = perf_event_open(&s->clock_attr, tid, (int)cpu);
+
+		if (fd < 0) {
+			if (errno == ENODEV)
+				continue; /* an offline CPU */
+			return -errno;
+		}
+		err = remember_fd(s, fd);
+		if (!err)
+			err = route_to_ring(s, fd, cpu, ROLE_CLOCK);
+		if (err)
+			return err;
+		if (!s->use_switch_event)
+			continue;
+		fd = perf_event_open(&s->switch_attr, tid, (int)cpu);
+		if (fd < 0) {
+			if (errno != EACCES && errno != EPERM)
+				return -errno;
+			/* Not allowed to see kernel-mode switches: spans keep the last stack. */
+			pr_info("context-switch samples not permitted; off-CPU stacks approximate");
+			s->use_switch_event = false;
+			continue;
+		}
+		err = remember_fd(s, fd);
+		if (!err)
+			err = route_to_ring(s, fd, cpu, ROLE_SWITCH);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static struct task_state *task_get(struct sampler *s, uint32_t pid, uint32_t tid, bool create)
+{
+	struct task_state *t = hashmap__get(s->tasks, tid);
+
+	if (t || !create)
+		return t;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->pid = pid;
+	t->tid = tid;
+	t->attach_syscall = -1;
+	if (hashmap__set(s->tasks, tid, t)) {
+		free(t);
+		return NULL;
+	}
+	s->stats.threads_seen++;
+	return t;
+}
+
+static void task_free(struct task_state *t)
+{
+	if (!t)
+		return;
+	free(t->switch_sample);
+	free(t->out_sample);
+	free(t->attach_stack);
+	free(t);
+}
+
+static void proc_add_task(struct sampler *s, uint32_t pid)
+{
+	struct proc_state *p = hashmap__get(s->procs, pid);
+
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p || hashmap__set(s->procs, pid, p)) {
+			free(p);
+			return;
+		}
+		s->stats.processes_seen++;
+	}
+	p->ntasks++;
+}
+
+/* Drops one task of @pid; true when it was the process's last. */
+static bool proc_remove_task(struct sampler *s, uint32_t pid)
+{
+	struct proc_state *p = hashmap__get(s->procs, pid);
+
+	if (!p)
+		return false;
+	if (p->ntasks > 1) {
+		p->ntasks--;
+		return false;
+	}
+	free(hashmap__remove(s->procs, pid));
+	return true;
+}
+
+/* ---- record parsing ---- */
+
+struct sample_view {
+	uint64_t id;
+	uint32_t pid, tid, cpu;
+	uint64_t time;
+	struct sampler_ustack stack;
+};
+
+/* Reads the fields our sample_type puts in a PERF_RECORD_SAMPLE. False when malformed. */
+static bool parse_sample(const struct sampler *s, const uint8_t *rec, uint32_t size,
+			 struct sample_view *v)
+{
+	const uint8_t *p = rec + sizeof(struct perf_event_header), *end = rec + size;
+	uint64_t abi, n;
+
+	memset(v, 0, sizeof(*v));
+#define TAKE(dst)                                                                                  \
+	do {                                                                                       \
+		if (p + sizeof(dst) > end)                                                         \
+			return false;                                                              \
+		memcpy(&(dst), p, sizeof(dst));                                                    \
+		p += sizeof(dst);                                                                  \
+	} while (0)
+	TAKE(v->id);
+	TAKE(v->pid);
+	TAKE(v->tid);
+	TAKE(v->time);
+	TAKE(v->cpu);
+	p += 4; /* res */
+	if (s->opts.kernel_stacks) {
+		TAKE(n);
+		if (n > (uint64_t)(end - p) / 8)
+			return false;
+		v->stack.kernel_ips = (const uint64_t *)p;
+		v->stack.nkernel = (uint32_t)n;
+		p += n * 8;
+	}
+	TAKE(abi);
+	if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
+		for (int i = 0; i < SREG_COUNT; i++)
+			TAKE(v->stack.regs[i]);
+		v->stack.valid = true;
+	}
+	TAKE(n);
+	if (n) {
+		uint64_t dyn;
+
+		if (n > (uint64_t)(end - p))
+			return false;
+		v->stack.data = p;
+		p += n;
+		TAKE(dyn);
+		v->stack.size = dyn < n ? dyn : n;
+	}
+#undef TAKE
+	return true;
+}
+
+/* The time of any record: samples carry it near the start, others in the sample_id trailer. */
+static uint64_t record_time(const struct perf_event_header *hdr, void *ctx)
+{
+	const uint8_t *rec = (const uint8_t *)hdr;
+	uint64_t t = 0;
+
+	(void)ctx;
+	if (hdr->type == PERF_RECORD_SAMPLE) {
+		if (hdr->size >= 32)
+			memcpy(&t, rec + 24, 8);
+	} else if (hdr->size >= sizeof(*hdr) + 32) {
+		/* trailer: {pid, tid}, time, {cpu, res}, identifier */
+		memcpy(&t, rec + hdr->size - 24, 8);
+	}
+	return t;
+}
+
+static void take_record(struct qrec *rec, void *ctx)
+{
+	struct sampler *s = ctx;
+
+	if (queue__push(&s->queue, rec))
+		free(rec);
+}
+
+static void drain_rings(struct sampler *s)
+{
+	uint32_t cpu;
+
+	for (cpu = 0; cpu < s->ncpus; cpu++) {
+		if (s->rings[cpu].base)
+			ring__drain(&s->rings[cpu], record_time, take_record, s);
+	}
+}
+
+static void release_held(struct sampler *s)
+{
+	free(s->held[0]);
+	free(s->held[1]);
+	free(s->held_stack);
+	s->held[0] = s->held[1] = NULL;
+	s->held_stack = NULL;
+}
+
+/* The common part of a record handed out. */
+static struct sampler_rec *out_rec(struct sampler *s, enum sampler_rec_kind kind, uint32_t pid,
+				   uint32_t tid, uint32_t cpu, uint64_t time)
+{
+	memset(&s->rec, 0, sizeof(s->rec));
+	s->rec.kind = kind;
+	s->rec.pid = pid;
+	s->rec.tid = tid;
+	s->rec.cpu = cpu;
+	s->rec.time_ns = time;
+	return &s->rec;
+}
+
+/* An off-CPU span for @t ending at @end, with the best stack we have. */
+static struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64_t end,
+					uint32_t cpu)
+{
+	struct sampler_rec *r = out_rec(s, SREC_OFF_CPU, t->pid, t->tid, cpu, t->out_time);
+	struct sample_view v;
+
+	r->sample.end_ns = end;
+	r->sample.wait = t->wait;
+	r->sample.syscall = -1;
+	if (t->out_sample && parse_sample(s, t->out_sample->data, t->out_sample->size, &v)) {
+		r->sample.stack = v.stack;
+		r->sample.stack_at_switch = true;
+		s->held[1] = t->out_sample;
+		t->out_sample = NULL;
+	} else if (t->attach_stack || t->attach_syscall >= 0) {
+		r->sample.syscall = t->attach_syscall;
+		r->sample.stack.valid = t->attach_stack != NULL;
+		memcpy(r->sample.stack.regs, t->attach_regs, sizeof(t->attach_regs));
+		r->sample.stack.data = t->attach_stack;
+		r->sample.stack.size = t->attach_stack_size;
+		r->sample.stack_at_switch = true;
+		s->held_stack = t->attach_stack;
+		t->attach_stack = NULL;
+	}
+	t->attach_syscall = -1;
+	free(t->out_sample);
+	t->out_sample = NULL;
+	t->out = false;
+	s->stats.off_cpu_spans++;
+	return r;
+}
+
+static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
+{
+	struct sample_view v;
+	struct task_state *t;
+	enum event_role role;
+
+	if (!parse_sample(s, q->data, q->size, &v))
+		return NULL;
+	role = (enum event_role)(uintptr_t)hashmap__get(s->roles, v.id);
+	if (role == ROLE_SWITCH) {
+		/* Kept until the switch record says whether and how the thread left. */
+		t = task_get(s, v.pid, v.tid, true);
+		if (t) {
+			free(t->switch_sample);
+			t->switch_sample = q;
+			return (const struct sampler_rec *)q; /* ownership taken: see caller */
+		}
+		return NULL;
+	}
+	if (!v.pid && !v.tid)
+		return NULL;
+	s->held[0] = q;
+	s->stats.samples++;
+	out_rec(s, SREC_SAMPLE, v.pid, v.tid, v.cpu, v.time)->sample.stack = v.stack;
+	s->rec.sample.syscall = -1;
+	return &s->rec;
+}
+
+static const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, uint32_t pid,
+					   uint32_t tid)
+{
+	const struct perf_event_header *hdr = (const void *)q->data;
+	struct task_state *t = task_get(s, pid, tid, true);
+
+	if (!t || s->opts.mode != SAMPLER_MODE_WALL)
+		return NULL;
+	if (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT) {
+		t->out = true;
+		t->out_time = q->time;
+		t->wait = (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? SAMPLER_WAIT_PREEMPTED
+									    : SAMPLER_WAIT_BLOCKED;
+		free(t->out_sample);
+		t->out_sample = NULL;
+		/* The switch sample comes just before its switch record. */
+		if (t->switch_sample && t->switch_sample->time <= q->time &&
+		    q->time - t->switch_sample->time < 1000000) {
+			t->out_sample = t->switch_sample;
+			t->switch_sample = NULL;
+		}
+		return NULL;
+	}
+	if (!t->out) {
+		s->stats.unpaired_switches++;
+		return NULL;
+	}
+	return emit_off_cpu(s, t, q->time, q->cpu);
+}
+
+struct task_record {
+	struct perf_event_header header;
+	uint32_t pid, ppid, tid, ptid;
+	uint64_t time;
+};
+
+static const struct sampler_rec *on_fork(struct sampler *s, const struct qrec *q)
+{
+	struct task_record tr;
+
+	if (q->size < sizeof(tr))
+		return NULL;
+	memcpy(&tr, q->data, sizeof(tr));
+	if (!task_get(s, tr.pid, tr.tid, true))
+		return NULL;
+	proc_add_task(s, tr.pid);
+	out_rec(s, SREC_FORK, tr.pid, tr.tid, q->cpu, q->time);
+	s->rec.fork.ppid = tr.ppid;
+	s->rec.fork.ptid = tr.ptid;
+	return &s->rec;
+}
+
+static const struct sampler_rec *on_exit_record(struct sampler *s, const struct qrec *q)
+{
+	struct task_record tr;
+	bool last;
+
+	if (q->size < sizeof(tr))
+		return NULL;
+	memcpy(&tr, q->data, sizeof(tr));
+	task_free(hashmap__remove(s->tasks, tr.tid));
+	last = proc_remove_task(s, tr.pid);
+	out_rec(s, SREC_EXIT, tr.pid, tr.tid, q->cpu, q->time)->exit.last_in_process = last;
+	return &s->rec;
+}
+
+static const struct sampler_rec *on_comm(struct sampler *s, struct qrec *q)
+{
+	const struct perf_event_header *hdr = (const void *)q->data;
+	uint32_t ids[2];
+	bool exec = hdr->misc & PERF_RECORD_MISC_COMM_EXEC;
+	char *comm;
+
+	if (q->size < sizeof(*hdr) + 8 + 1 + 32)
+		return NULL;
+	memcpy(ids, q->data + sizeof(*hdr), sizeof(ids));
+	comm = (char *)q->data + sizeof(*hdr) + 8;
+	q->data[q->size - 33] = '\0'; /* bound the string before the trailer */
+	if (exec && s->child.pid && (pid_t)ids[0] == s->child.pid)
+		s->child_execed = true;
+	s->held[0] = q;
+	out_rec(s, exec ? SREC_EXEC : SREC_COMM, ids[0], ids[1], q->cpu, q->time)->comm.comm = comm;
+	return &s->rec;
+}
+
+static const struct sampler_rec *on_mmap2(struct sampler *s, struct qrec *q)
+{
+	const struct perf_event_header *hdr = (const void *)q->data;
+	const uint8_t *p = q->data + sizeof(*hdr);
+	uint32_t ids[2];
+	uint64_t addr, len, pgoff;
+	const size_t fixed = sizeof(*hdr) + 8 + 24 + 24 + 8;
+
+	if (q->size < fixed + 1 + 32 || (hdr->misc & PERF_RECORD_MISC_MMAP_DATA))
+		return NULL;
+	memcpy(ids, p, 8);
+	memcpy(&addr, p + 8, 8);
+	memcpy(&len, p + 16, 8);
+	memcpy(&pgoff, p + 24, 8);
+	q->data[q->size - 33] = '\0';
+	s->held[0] = q;
+	out_rec(s, SREC_MMAP, ids[0], ids[1], q->cpu, q->time);
+	s->rec.mmap.start = addr;
+	s->rec.mmap.len = len;
+	s->rec.mmap.pgoff = pgoff;
+	s->rec.mmap.path = (const char *)q->data + fixed;
+	if (hdr->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
+		uint8_t n = p[32];
+
+		s->rec.mmap.build_id_size = n <= 20 ? n : 20;
+		memcpy(s->rec.mmap.build_id, p + 36, s->rec.mmap.build_id_size);
+	}
+	return &s->rec;
+}
+
+static const struct sampler_rec *on_synth(struct sampler *s, struct qrec *q)
+{
+	struct synth_record *sr = (struct synth_record *)q->data;
+
+	s->rec = sr->rec;
+	if (s->rec.kind == SREC_MMAP)
+		s->rec.mmap.path = sr->text;
+	else if (s->rec.kind == SREC_COMM || s->rec.kind == SREC_EXEC)
+		s->rec.comm.comm = sr->text;
+	s->held[0] = q;
+	return &s->rec;
+}
+
+/* The pid a record belongs to, for dropping what the launched child did before exec. */
+static uint32_t record_pid(const struct qrec *q)
+{
+	const struct perf_event_header *hdr = (const void *)q->data;
+	uint32_t pid = 0;
+
+	if (hdr->type == PERF_RECORD_SAMPLE && q->size >= 24)
+		memcpy(&pid, q->data + 16, 4);
+	else if (hdr->type != SYNTH_RECORD && q->size >= sizeof(*hdr) + 32)
+		memcpy(&pid, q->data + q->size - 32, 4);
+	return pid;
+}
+
+/* Turns one queued record into what callers see; NULL when it yields nothing. */
+static const struct sampler_rec *dispatch(struct sampler *s, struct qrec *q)
+{
+	const struct perf_event_header *hdr = (const void *)q->data;
+	const struct sampler_rec *r = NULL;
+	uint32_t ids[2] = { 0, 0 };
+
+	if (s->child.pid && !s->child_execed && hdr->type != PERF_RECORD_COMM &&
+	    record_pid(q) == (uint32_t)s->child.pid) {
+		free(q); /* the launcher's own moments before exec */
+		return NULL;
+	}
+	switch (hdr->type) {
+	case PERF_RECORD_SAMPLE:
+		r = on_sample(s, q);
+		if (r == (const struct sampler_rec *)q)
+			return NULL; /* a switch sample, kept by its task */
+		if (!r)
+			free(q);
+		return r;
+	case PERF_RECORD_SWITCH:
+		if (q->size >= sizeof(*hdr) + 32)
+			memcpy(ids, q->data + q->size - 32, 8);
+		r = on_switch(s, q, ids[0], ids[1]);
+		break;
+	case PERF_RECORD_FORK:
+		r = on_fork(s, q);
+		break;
+	case PERF_RECORD_EXIT:
+		r = on_exit_record(s, q);
+		break;
+	case PERF_RECORD_COMM:
+		r = on_comm(s, q);
+		if (!r)
+			free(q);
+		return r;
+	case PERF_RECORD_MMAP2:
+		r = on_mmap2(s, q);
+		if (!r)
+			free(q);
+		return r;
+	case SYNTH_RECORD:
+		return on_synth(s, q);
+	case PERF_RECORD_LOST:
+		if (q->size >= sizeof(*hdr) + 16) {
+			uint64_t lost;
+
+			memcpy(&lost, q->data + sizeof(*hdr) + 8, 8);
+			s->stats.lost_records += lost;
+		}
+		break;
+	case PERF_RECORD_LOST_SAMPLES:
+		if (q->size >= sizeof(*hdr) + 8) {
+			uint64_t lost;
+
+			memcpy(&lost, q->data + sizeof(*hdr), 8);
+			s->stats.lost_samples += lost;
+		}
+		break;
+	case PERF_RECORD_THROTTLE:
+		s->stats.throttled++;
+		break;
+	default:
+		break;
+	}
+	free(q);
+	return r;
+}
+
+/* After the queue is empty at stop: threads still waiting get spans up to the stop. */
+static const struct sampler_rec *flush_waiting(struct sampler *s)
+{
+	size_t cursor = 0;
+	uint64_t key;
+	void *value;
+
+	while (hashmap__next(s->tasks, &cursor, &key, &value)) {
+		struct task_state *t = value;
+
+		if (t->out && t->out_time < s->stop_ns)
+			return emit_off_cpu(s, t, s->stop_ns, 0);
+		t->out = false;
+	}
+	return NULL;
+}
+
+const struct sampler_rec *sampler__next(struct sampler *s)
+{
+	struct qrec *q;
+
+	release_held(s);
+	while ((q = queue__peek(&s->queue))) {
+		const struct sampler_rec *r;
+
+		if (!s->stopped && q->time > s->watermark)
+			return NULL;
+		if (s->stopped && q->time > s->stop_ns && q->time != 0) {
+			free(queue__pop(&s->queue)); /* after the stop: not part of the trace */
+			continue;
+		}
+		r = dispatch(s, queue__pop(&s->queue));
+		if (r)
+			return r;
+	}
+	return s->stopped ? flush_waiting(s) : NULL;
+}
+
+/* Processes we traced but whose exit record was lost: gone from /proc or zombies. */
+static void check_liveness(struct sampler *s)
+{
+	size_t cursor = 0;
+	uint64_t key;
+	void *value;
+
+	while (hashmap__next(s->procs, &cursor, &key, &value)) {
+		char state = procfs_task_state((pid_t)key, (pid_t)key);
+
+		if (state == 0 || state == 'Z' || state == 'X') {
+			free(hashmap__remove(s->procs, key));
+			cursor = 0; /* the map changed: start over */
+		}
+	}
+}
+
+int sampler__poll(struct sampler *s, int timeout_ms)
+{
+	struct pollfd pfds[MAX_CPUS];
+	nfds_t n = 0;
+	uint32_t cpu;
+	uint64_t now;
+
+	for (cpu = 0; cpu < s->ncpus; cpu++) {
+		if (s->rings[cpu].base)
+			pfds[n++] = (struct pollfd){ .fd = s->rings[cpu].fd, .events = POLLIN };
+	}
+	if (poll(pfds, n, timeout_ms) < 0 && errno != EINTR)
+		return -errno;
+	now = sampler_now_ns();
+	/* Anything stamped before this is already in a buffer. */
+	s->watermark = now - REORDER_MARGIN_NS;
+	drain_rings(s);
+	if (now - s->last_liveness_ns > 1000000000ULL) {
+		s->last_liveness_ns = now;
+		check_liveness(s);
+	}
+	s->stats.processes = (uint32_t)hashmap__count(s->procs);
+	s->stats.threads = (uint32_t)hashmap__count(s->tasks);
+	return 0;
+}
+
+void sampler__stop(struct sampler *s)
+{
+	size_t i;
+
+	if (s->stopped)
+		return;
+	s->stop_ns = sampler_now_ns();
+	for (i = 0; i < s->nfds; i++)
+		ioctl(s->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+	drain_rings(s);
+	s->stopped = true;
+}
+
+bool sampler__done(const struct sampler *s)
+{
+	return hashmap__count(s->procs) == 0;
+}
+
+void sampler__stats(const struct sampler *s, struct sampler_stats *stats)
+{
+	*stats = s->stats;
+	stats->processes = (uint32_t)hashmap__count(s->procs);
+}
+
+pid_t sampler__child(const struct sampler *s)
+{
+	return s->child.pid;
+}
+
+void sampler__free(struct sampler *s)
+{
+	size_t i, cursor = 0;
+	uint64_t key;
+	void *value;
+
+	if (!s)
+		return;
+	for (i = 0; i < s->ncpus; i++)
+		ring__unmap(&s->rings[i]);
+	for (i = 0; i < s->nfds; i++)
+		close(s->fds[i]);
+	free(s->fds);
+	queue__clear(&s->queue);
+	release_held(s);
+	if (s->tasks) {
+		while (hashmap__next(s->tasks, &cursor, &key, &value))
+			task_free(value);
+	}
+	cursor = 0;
+	if (s->procs) {
+		while (hashmap__next(s->procs, &cursor, &key, &value))
+			free(value);
+	}
+	hashmap__free(s->tasks);
+	hashmap__free(s->procs);
+	hashmap__free(s->roles);
+	free(s);
+}
+
+/* ---- setting up ---- */
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static struct sampler *sampler__new(const struct sampler_opts *opts)
+{
+	struct sampler *s;
+	bool privileged = geteuid() == 0;
+
+	if (!opts->frequency_hz || opts->frequency_hz > 100000 || opts->stack_bytes % 8 ||
+	    opts->stack_bytes > 65528) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->opts = *opts;
+	if (!s->opts.buffer_kb) {
+		/* Room for ~0.5 s of samples at the full rate on one CPU, within [1, 64] MiB. */
+		uint64_t kb = (uint64_t)opts->frequency_hz * (opts->stack_bytes + 256) / 2048;
+		uint32_t pow2 = 1024;
+
+		while (pow2 < kb && pow2 < 65536)
+			pow2 *= 2;
+		s->opts.buffer_kb = pow2;
+	}
+	s->ncpus = online_cpus();
+	s->child.release_fd = s->child.status_fd = -1;
+	s->roles = hashmap__new();
+	s->tasks = hashmap__new();
+	s->procs = hashmap__new();
+	if (!s->roles || !s->tasks || !s->procs) {
+		sampler__free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	build_attrs(s, privileged);
+	s->use_switch_event = opts->mode == SAMPLER_MODE_WALL;
+	raise_fd_limit();
+	s->start_ns = sampler_now_ns();
+	return s;
+}
+
+struct sampler *sampler__launch(const struct sampler_opts *opts, char *const argv[],
+				const struct sampler_creds *creds)
+{
+	struct sampler *s = sampler__new(opts);
+	int err;
+
+	if (!s)
+		return NULL;
+	err = launch_hold(argv, creds, &s->child);
+	if (err)
+		goto out_free;
+	err = open_task_events(s, s->child.pid);
+	if (err) {
+		launch_abort(&s->child);
+		goto out_free;
+	}
+	if (!task_get(s, (uint32_t)s->child.pid, (uint32_t)s->child.pid, true)) {
+		launch_abort(&s->child);
+		err = -ENOMEM;
+		goto out_free;
+	}
+	proc_add_task(s, (uint32_t)s->child.pid);
+	s->start_ns = sampler_now_ns();
+	err = launch_release(&s->child);
+	if (err)
+		goto out_free;
+	return s;
+
+out_free:
+	s->child.pid = 0;
+	sampler__free(s);
+	errno = -err;
+	return NULL;
+}
+
+static int push_synth(struct sampler *s, const struct sampler_rec *rec, const char *text)
+{
+	size_t len = text ? strlen(text) + 1 : 0;
+	size_t size = sizeof(struct synth_record) + len;
+	struct qrec *q = malloc(sizeof(*q) + size);
+	struct synth_record *sr;
+
+	if (!q)
+		return -ENOMEM;
+	sr = (struct synth_record *)q->data;
+	sr->header.type = SYNTH_RECORD;
+	sr->header.misc = 0;
+	sr->header.size = 0; /* may exceed 16 bits; never read back from a ring */
+	sr->rec = *rec;
+	sr->rec.synthetic = true;
+	if (text)
+		memcpy(sr->text, text, len);
+	q->size = (uint32_t)size;
+	q->cpu = 0;
+	q->time = rec->time_ns;
+	if (queue__push(&s->queue, q)) {
+		free(q);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Copies up to @size bytes of a thread's stack from @sp with process_vm_readv. */
+static uint8_t *read_stack(pid_t pid, uint64_t sp, uint64_t size, uint64_t *got)
+{
+	uint8_t *buf = malloc(size);
+	uint64_t done = 0;
+
+	if (!buf)
+		return NULL;
+	/* Page by page: the copy stops where the stack mapping ends. */
+	while (done < size) {
+		uint64_t chunk = 4096 - ((sp + done) & 4095);
+		struct iovec local, remote;
+		ssize_t n;
+
+		if (chunk > size - done)
+			chunk = size - done;
+		local = (struct iovec){ buf + done, chunk };
+		remote = (struct iovec){ (void *)(uintptr_t)(sp + done), chunk };
+		n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+		if (n <= 0)
+			break;
+		done += (uint64_t)n;
+	}
+	if (!done) {
+		free(buf);
+		return NULL;
+	}
+	*got = done;
+	return buf;
+}
+
+/* A thread that is blocked as we attach: a wait from now, with its stack read from outside. */
+static void note_blocked(struct sampler *s, struct task_state *t)
+{
+	uint64_t sp, pc;
+	int64_t nr;
+	char state = procfs_task_state((pid_t)t->pid, (pid_t)t->tid);
+
+	if (state != 'S' && state != 'D')
+		return;
+	t->out = true;
+	t->out_time = s->start_ns;
+	t->wait = SAMPLER_WAIT_BLOCKED;
+	if (procfs_task_syscall((pid_t)t->pid, (pid_t)t->tid, &nr, &sp, &pc))
+		return;
+	t->attach_syscall = nr;
+	t->attach_regs[SREG_SP] = sp;
+	t->attach_regs[SREG_IP] = pc;
+	t->attach_stack = read_stack((pid_t)t->pid, sp, s->opts.stack_bytes, &t->attach_stack_size);
+}
+
+/* Records for what a process already is: its maps, its threads and their names. */
+static int describe_process(struct sampler *s, pid_t pid)
+{
+	struct sampler_rec rec = { .time_ns = s->start_ns,
+				   .pid = (uint32_t)pid,
+				   .tid = (uint32_t)pid };
+	struct procfs_map *maps = NULL;
+	pid_t *tids = NULL;
+	size_t nmaps = 0, ntids = 0, i;
+	char path[64], comm[64];
+	int err;
+
+	rec.kind = SREC_FORK;
+	rec.fork.ppid = (uint32_t)procfs_ppid(pid);
+	rec.fork.ptid = rec.fork.ppid;
+	err = push_synth(s, &rec, NULL);
+	if (!err && !procfs_exec_maps(pid, &maps, &nmaps)) {
+		for (i = 0; i < nmaps && !err; i++) {
+			rec = (struct sampler_rec){ .kind = SREC_MMAP,
+						    .time_ns = s->start_ns,
+						    .pid = (uint32_t)pid,
+						    .tid = (uint32_t)pid };
+			rec.mmap.start = maps[i].start;
+			rec.mmap.len = maps[i].end - maps[i].start;
+			rec.mmap.pgoff = maps[i].pgoff;
+			err = push_synth(s, &rec, maps[i].path);
+		}
+		procfs_maps_free(maps, nmaps);
+	}
+	if (!err && !procfs_tasks(pid, &tids, &ntids)) {
+		for (i = 0; i < ntids && !err; i++) {
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tids[i]);
+			if (procfs_read(path, comm, sizeof(comm)) < 0)
+				continue;
+			rec = (struct sampler_rec){ .kind = SREC_COMM,
+						    .time_ns = s->start_ns,
+						    .pid = (uint32_t)pid,
+						    .tid = (uint32_t)tids[i] };
+			err = push_synth(s, &rec, comm);
+		}
+		free(tids);
+	}
+	return err;
+}
+
+/* Opens events for every thread of @pid not yet traced. Returns how many were new. */
+static int attach_process(struct sampler *s, pid_t pid)
+{
+	pid_t *tids = NULL;
+	size_t ntids = 0, i;
+	int err, added = 0;
+	bool known = hashmap__get(s->procs, (uint64_t)pid) != NULL;
+
+	err = procfs_tasks(pid, &tids, &ntids);
+	if (err)
+		return err;
+	for (i = 0; i < ntids; i++) {
+		struct task_state *t;
+
+		if (hashmap__get(s->tasks, (uint64_t)tids[i]))
+			continue;
+		err = open_task_events(s, tids[i]);
+		if (err == -ESRCH)
+			continue; /* it ended meanwhile */
+		if (err)
+			break;
+		t = task_get(s, (uint32_t)pid, (uint32_t)tids[i], true);
+		if (!t) {
+			err = -ENOMEM;
+			break;
+		}
+		proc_add_task(s, (uint32_t)pid);
+		note_blocked(s, t);
+		added++;
+	}
+	free(tids);
+	if (err)
+		return err;
+	if (!known && added)
+		err = describe_process(s, pid);
+	return err ? err : added;
+}
+
+struct sampler *sampler__attach(const struct sampler_opts *opts, const pid_t *pids, size_t npids,
+				pid_t *bad_pid)
+{
+	struct sampler *s = sampler__new(opts);
+	int round, err = 0, added;
+	size_t i;
+
+	if (!s)
+		return NULL;
+	for (i = 0; i < npids; i++) {
+		if (kill(pids[i], 0) && errno == ESRCH) {
+			*bad_pid = pids[i];
+			err = -ESRCH;
+			goto out_free;
+		}
+	}
+	/* Threads and children may appear while we attach: go round until nothing is new. */
+	for (round = 0; round < ATTACH_ROUNDS; round++) {
+		added = 0;
+		for (i = 0; i < npids; i++) {
+			pid_t *tree = NULL;
+			size_t n = 0, j;
+
+			err = procfs_descendants(pids[i], &tree, &n);
+			for (j = 0; !err && j < n; j++) {
+				int r = attach_process(s, tree[j]);
+
+				if (r == -ESRCH && j)
+					continue; /* a descendant that exited meanwhile */
+				if (r < 0) {
+					*bad_pid = tree[j];
+					err = r;
+				} else {
+					added += r;
+				}
+			}
+			free(tree);
+			if (err)
+				goto out_free;
+		}
+		if (!added)
+			break;
+	}
+	return s;
+
+out_free:
+	sampler__free(s);
+	errno = -err;
+	return NULL;
+}

@@ -1,0 +1,176 @@
+/*
+ * The sampler: arms perf events on a process tree (launched or attached), follows every
+ * descendant through the kernel's own inheritance and task records, and hands out a
+ * time-ordered stream of records: on-CPU samples, off-CPU spans, fork, exec, exit, comm
+ * and mmap. Records carry the user registers and a copy of the user stack for unwinding.
+ */
+#ifndef PYTRACE_SAMPLER_SAMPLER_H
+#define PYTRACE_SAMPLER_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum sampler_mode {
+	SAMPLER_MODE_WALL, /* on-CPU samples and off-CPU spans: a thread's whole life */
+	SAMPLER_MODE_CPU,  /* on-CPU samples only */
+};
+
+struct sampler_opts {
+	uint32_t frequency_hz; /* samples per second of CPU time per thread */
+	enum sampler_mode mode;
+	bool kernel_stacks;   /* kernel callchains too (needs privilege) */
+	uint32_t stack_bytes; /* user stack copied per sample: multiple of 8, <= 65528 */
+	uint32_t buffer_kb;   /* ring buffer per CPU; 0: a default that fits the rate */
+};
+
+/* Who a launched command runs as (under sudo: the invoking user). */
+struct sampler_creds {
+	uid_t uid;
+	gid_t gid;
+	const char *user; /* for its supplementary groups; may be NULL */
+};
+
+/* x86-64 user registers in perf's order (sample_regs_user = 0xff01ff). */
+enum sampler_reg {
+	SREG_AX,
+	SREG_BX,
+	SREG_CX,
+	SREG_DX,
+	SREG_SI,
+	SREG_DI,
+	SREG_BP,
+	SREG_SP,
+	SREG_IP,
+	SREG_R8,
+	SREG_R9,
+	SREG_R10,
+	SREG_R11,
+	SREG_R12,
+	SREG_R13,
+	SREG_R14,
+	SREG_R15,
+	SREG_COUNT,
+};
+
+struct sampler_ustack {
+	bool valid;		   /* false: no user state (kernel thread, failed copy) */
+	uint64_t regs[SREG_COUNT]; /* registers at the moment captured */
+	const uint8_t *data;	   /* copy of the stack from regs[SREG_SP] */
+	uint64_t size;		   /* bytes in @data */
+	uint32_t nkernel;	   /* kernel return addresses, leaf first */
+	const uint64_t *kernel_ips;
+};
+
+enum sampler_wait {
+	SAMPLER_WAIT_BLOCKED,	/* switched out to sleep: I/O, lock, sleep ... */
+	SAMPLER_WAIT_PREEMPTED, /* switched out while runnable: CPU contention */
+};
+
+enum sampler_rec_kind {
+	SREC_SAMPLE,  /* on-CPU sample at time_ns */
+	SREC_OFF_CPU, /* a wait from time_ns to end_ns */
+	SREC_FORK,    /* a new process (pid != ppid) or thread */
+	SREC_EXEC,
+	SREC_COMM, /* a thread's name changed */
+	SREC_EXIT, /* a thread ended; @last_in_process when its process is gone */
+	SREC_MMAP, /* an executable mapping */
+};
+
+struct sampler_rec {
+	enum sampler_rec_kind kind;
+	uint32_t pid, tid, cpu;
+	uint64_t time_ns; /* CLOCK_MONOTONIC */
+	bool synthetic;	  /* describes what existed when we attached, not an event */
+	union {
+		struct {
+			uint64_t end_ns;	/* SREC_OFF_CPU */
+			enum sampler_wait wait; /* SREC_OFF_CPU */
+			bool stack_at_switch;	/* stack captured when it switched out */
+			int64_t syscall;	/* the syscall it waits in, -1 unknown */
+			struct sampler_ustack stack;
+		} sample;
+		struct {
+			uint32_t ppid, ptid;
+		} fork;
+		struct {
+			const char *comm;
+		} comm; /* SREC_COMM and SREC_EXEC */
+		struct {
+			bool last_in_process;
+		} exit;
+		struct {
+			uint64_t start, len, pgoff;
+			const char *path;
+			uint8_t build_id[20];
+			uint8_t build_id_size; /* 0: none */
+		} mmap;
+	};
+};
+
+struct sampler_stats {
+	uint64_t samples;	    /* on-CPU samples delivered */
+	uint64_t off_cpu_spans;	    /* delivered */
+	uint64_t lost_records;	    /* the kernel's count of records dropped (full buffers) */
+	uint64_t lost_samples;	    /* PERF_RECORD_LOST_SAMPLES */
+	uint64_t throttled;	    /* times the kernel throttled sampling */
+	uint64_t unpaired_switches; /* switch records without their other half */
+	uint32_t processes;	    /* alive now */
+	uint32_t threads;	    /* alive now */
+	uint32_t processes_seen;    /* since the start */
+	uint32_t threads_seen;
+	uint32_t events_open; /* perf event file descriptors */
+};
+
+struct sampler;
+
+/*
+ * Starts @argv (argv[0] looked up in PATH) with every event armed before its first
+ * instruction, as @creds when not NULL. NULL with errno set: ENOENT for a command not
+ * found, ENOEXEC for one that can't run, EACCES/EPERM when perf events are not allowed. Free with sampler__free().
+ */
+struct sampler *sampler__launch(const struct sampler_opts *opts, char *const argv[],
+				const struct sampler_creds *creds);
+
+/*
+ * Attaches to every thread of @pids and of all their descendants, existing and future.
+ * NULL with errno set: ESRCH for a pid that doesn't exist, EACCES/EPERM without
+ * permission. The failing pid is stored in *@bad_pid.
+ */
+struct sampler *sampler__attach(const struct sampler_opts *opts, const pid_t *pids, size_t npids,
+				pid_t *bad_pid);
+
+/* The launched command's pid, or 0 when attached. */
+pid_t sampler__child(const struct sampler *s);
+
+/* Waits up to @timeout_ms for data and moves what the kernel has into the queue. 0 or -errno. */
+int sampler__poll(struct sampler *s, int timeout_ms);
+
+/*
+ * The next record in time order that is safe to hand out (older than anything still in
+ * flight), or NULL. Borrowed until the next call.
+ */
+const struct sampler_rec *sampler__next(struct sampler *s);
+
+/* Stops sampling (the target runs on untouched); every queued record becomes available. */
+void sampler__stop(struct sampler *s);
+
+/* True when every traced process has exited. */
+bool sampler__done(const struct sampler *s);
+
+void sampler__stats(const struct sampler *s, struct sampler_stats *stats);
+
+/* Closes every event and frees; the target is left exactly as it was. Accepts NULL. */
+void sampler__free(struct sampler *s);
+
+/* The command line of a live process, NULs as spaces. 0 or -errno. */
+int sampler_read_cmdline(pid_t pid, char *buf, size_t size);
+
+/* The exit status of a process that is gone but not yet reaped (a zombie), or -1. */
+int sampler_read_exit_status(pid_t pid);
+
+/* Current CLOCK_MONOTONIC time in ns (the clock records are stamped with). */
+uint64_t sampler_now_ns(void);
+
+#endif

@@ -1,0 +1,289 @@
+/* The symbolizer's front: processes and their address spaces, stacks, wait reasons. */
+#include "symbolize.h"
+
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hashmap.h"
+#include "internal.h"
+
+struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts, struct frame_table *frames)
+{
+	struct symbolizer *sym = calloc(1, sizeof(*sym));
+
+	if (!sym)
+		return NULL;
+	sym->frames = frames;
+	sym->max_native =
+		opts->max_native_frames && opts->max_native_frames < SYMBOLIZE_MAX_NATIVE_FRAMES
+			? opts->max_native_frames
+			: SYMBOLIZE_MAX_NATIVE_FRAMES;
+	sym->processes = hashmap__new();
+	sym->symtabs = hashmap__new();
+	if (!sym->processes || !sym->symtabs) {
+		symbolizer__free(sym);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (opts->kernel)
+		sym->kernel = kernel_syms__load();
+	elf_version(EV_CURRENT);
+	return sym;
+}
+
+void symbolizer__free(struct symbolizer *sym)
+{
+	size_t cursor = 0;
+	uint64_t key;
+	void *value;
+
+	if (!sym)
+		return;
+	if (sym->processes) {
+		while (hashmap__next(sym->processes, &cursor, &key, &value))
+			native_addrspace_put(value);
+	}
+	cursor = 0;
+	if (sym->symtabs) {
+		while (hashmap__next(sym->symtabs, &cursor, &key, &value))
+			symtab__free(value);
+	}
+	hashmap__free(sym->processes);
+	hashmap__free(sym->symtabs);
+	kernel_syms__free(sym->kernel);
+	free(sym);
+}
+
+static struct addrspace *process_addrspace(struct symbolizer *sym, pid_t pid)
+{
+	struct addrspace *as = hashmap__get(sym->processes, (uint64_t)pid);
+
+	if (as)
+		return as;
+	as = native_addrspace_new(pid);
+	if (as && hashmap__set(sym->processes, (uint64_t)pid, as)) {
+		native_addrspace_put(as);
+		return NULL;
+	}
+	return as;
+}
+
+static void forget_process(struct symbolizer *sym, pid_t pid)
+{
+	native_addrspace_put(hashmap__remove(sym->processes, (uint64_t)pid));
+}
+
+int symbolizer__track(struct symbolizer *sym, const struct sampler_rec *rec)
+{
+	struct addrspace *as;
+	pid_t pid = (pid_t)rec->pid;
+
+	switch (rec->kind) {
+	case SREC_FORK:
+		if (rec->pid == rec->fork.ppid || rec->synthetic)
+			return 0; /* a thread, or a process we describe from its maps */
+		as = hashmap__get(sym->processes, rec->fork.ppid);
+		forget_process(sym, pid);
+		if (!as)
+			return 0;
+		/* A forked child maps what its parent maps: share until one of them changes. */
+		return hashmap__set(sym->processes, (uint64_t)pid, native_addrspace_share(as));
+	case SREC_EXEC:
+		forget_process(sym, pid);
+		return 0;
+	case SREC_MMAP:
+		as = process_addrspace(sym, pid);
+		if (!as)
+			return -ENOMEM;
+		if (native_map(&as, pid, rec))
+			return -ENOMEM;
+		return hashmap__set(sym->processes, (uint64_t)pid, as);
+	case SREC_EXIT:
+		if (rec->exit.last_in_process)
+			forget_process(sym, pid);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* Appends kernel frames (outermost first) after the user frames. */
+static uint32_t add_kernel_frames(struct symbolizer *sym, const struct sampler_ustack *st,
+				  struct trace_frame *frames, uint32_t n, uint32_t max)
+{
+	uint32_t i;
+
+	for (i = st->nkernel; i-- > 0 && n < max;) {
+		uint64_t ip = st->kernel_ips[i];
+		const char *name;
+		struct frame_info info = { .kind = FRAME_KERNEL, .file = "[kernel]" };
+
+		if (ip >= (uint64_t)-4095)
+			continue; /* a context marker, not an address */
+		name = kernel_syms__find(sym->kernel, ip);
+		info.name = name ? name : "[unknown kernel]";
+		frames[n].func = frame_table__intern(sym->frames, &info);
+		frames[n].line = 0;
+		frames[n].callsite = i + 1 < st->nkernel ? st->kernel_ips[i + 1] : 0;
+		if (frames[n].func)
+			n++;
+	}
+	return n;
+}
+
+int symbolizer__stack(struct symbolizer *sym, const struct sampler_rec *rec,
+		      struct trace_frame *frames, uint32_t max)
+{
+	struct addrspace *as = hashmap__get(sym->processes, rec->pid);
+	const struct sampler_ustack *st = &rec->sample.stack;
+	int n = 0;
+
+	if (as)
+		n = native_unwind(sym, as, (pid_t)rec->tid, st, frames, max);
+	else if (st->valid)
+		sym->stats.no_user_state++;
+	if (n < 0)
+		return n;
+	if (sym->kernel && st->nkernel)
+		n = (int)add_kernel_frames(sym, st, frames, (uint32_t)n, max);
+	return n;
+}
+
+struct wait_name {
+	const char *pattern; /* in a libc function name, or a syscall name */
+	const char *reason;
+};
+
+static const struct wait_name wait_names[] = {
+	{ "nanosleep", "sleep" },
+	{ "futex", "lock wait (futex)" },
+	{ "pthread_cond", "lock wait (futex)" },
+	{ "pthread_mutex", "lock wait (futex)" },
+	{ "sem_", "lock wait (futex)" },
+	{ "lll_lock", "lock wait (futex)" },
+	{ "epoll", "poll" },
+	{ "poll", "poll" },
+	{ "select", "poll" },
+	{ "wait4", "wait for child" },
+	{ "waitpid", "wait for child" },
+	{ "waitid", "wait for child" },
+	{ "pthread_join", "join thread" },
+	{ "thread", "blocked" }, /* not "read" */
+	{ "accept", "accept" },
+	{ "connect", "connect" },
+	{ "recv", "read" },
+	{ "read", "read" },
+	{ "send", "write" },
+	{ "write", "write" },
+	{ "fsync", "fsync" },
+	{ "flock", "file lock" },
+	{ "pause", "pause" },
+	{ "sigsuspend", "signal wait" },
+	{ "sigtimedwait", "signal wait" },
+	{ "msgrcv", "read" },
+};
+
+/* x86-64 syscall numbers of the common blocking calls. */
+static const char *syscall_name(int64_t nr)
+{
+	switch (nr) {
+	case 0:
+		return "read";
+	case 1:
+		return "write";
+	case 7:
+		return "poll";
+	case 17:
+		return "read";
+	case 19:
+		return "read";
+	case 23:
+		return "select";
+	case 34:
+		return "pause";
+	case 35:
+		return "nanosleep";
+	case 42:
+		return "connect";
+	case 43:
+		return "accept";
+	case 45:
+		return "recv";
+	case 47:
+		return "recv";
+	case 61:
+		return "wait4";
+	case 73:
+		return "flock";
+	case 74:
+		return "fsync";
+	case 128:
+		return "sigtimedwait";
+	case 130:
+		return "sigsuspend";
+	case 202:
+		return "futex";
+	case 230:
+		return "nanosleep";
+	case 232:
+		return "epoll";
+	case 247:
+		return "waitid";
+	case 270:
+		return "select";
+	case 271:
+		return "poll";
+	case 281:
+		return "epoll";
+	case 288:
+		return "accept";
+	case 441:
+		return "epoll";
+	default:
+		return NULL;
+	}
+}
+
+static const char *classify(const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < sizeof(wait_names) / sizeof(wait_names[0]); i++) {
+		if (strstr(name, wait_names[i].pattern))
+			return wait_names[i].reason;
+	}
+	return NULL;
+}
+
+uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_rec *rec,
+				 const struct trace_frame *frames, uint32_t nframes)
+{
+	struct frame_info info = { .kind = FRAME_OFF_CPU, .file = "" };
+	const char *reason = NULL;
+	uint32_t i;
+
+	if (rec->sample.wait == SAMPLER_WAIT_PREEMPTED) {
+		info.name = "preempted (runnable, waiting for a CPU)";
+		return frame_table__intern(sym->frames, &info);
+	}
+	if (rec->sample.syscall >= 0)
+		reason = classify(syscall_name(rec->sample.syscall));
+	/* Else the innermost user function, usually the libc wrapper it blocked in. */
+	for (i = nframes; !reason && i-- > 0;) {
+		const struct frame_info *f = frame_table__get(sym->frames, frames[i].func);
+
+		if (f && f->kind == FRAME_NATIVE)
+			reason = classify(f->name);
+		if (f && f->kind == FRAME_NATIVE)
+			break;
+	}
+	info.name = reason ? reason : "blocked";
+	return frame_table__intern(sym->frames, &info);
+}
+
+void symbolizer__stats(const struct symbolizer *sym, struct symbolizer_stats *stats)
+{
+	*stats = sym->stats;
+}

@@ -1,0 +1,60 @@
+/*
+ * The symbolizer: follows each process's executable mappings (from the sampler's mmap,
+ * fork and exec records), unwinds user stack copies with libdw's DWARF CFI, and turns
+ * program counters into interned frames (function, file, line).
+ */
+#ifndef PYTRACE_SYMBOLIZE_SYMBOLIZE_H
+#define PYTRACE_SYMBOLIZE_SYMBOLIZE_H
+
+#include <stdint.h>
+
+#include "../common/frames.h"
+#include "../sampler/sampler.h"
+#include "../trace/trace.h"
+
+#define SYMBOLIZE_MAX_NATIVE_FRAMES 256
+
+struct symbolizer_opts {
+	uint32_t max_native_frames; /* 0: SYMBOLIZE_MAX_NATIVE_FRAMES */
+	bool kernel;		    /* name kernel frames from /proc/kallsyms */
+};
+
+struct symbolizer_stats {
+	uint64_t stacks;	   /* stacks unwound */
+	uint64_t frames;	   /* native frames produced */
+	uint64_t unknown_frames;   /* pcs outside every known symbol */
+	uint64_t truncated_stacks; /* unwinding stopped before reaching a root frame */
+	uint64_t no_user_state;	   /* samples without user registers */
+	uint64_t modules_loaded;   /* ELF files reported to libdw */
+	uint64_t symtabs_built;	   /* distinct symbol tables (shared by build-id) */
+	uint64_t pc_cache_hits;
+	uint64_t pc_cache_misses;
+};
+
+struct symbolizer;
+
+/* NULL with errno set. @frames is borrowed for the symbolizer's life. */
+struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts, struct frame_table *frames);
+void symbolizer__free(struct symbolizer *sym);
+
+/* Follows fork (a forked child shares its parent's mappings), exec, mmap and exit. */
+int symbolizer__track(struct symbolizer *sym, const struct sampler_rec *rec);
+
+/*
+ * Unwinds the stack of a sample or off-CPU record and writes its frames root first
+ * into @frames (at most @max). Returns the number written, or a negative errno.
+ */
+int symbolizer__stack(struct symbolizer *sym, const struct sampler_rec *rec,
+		      struct trace_frame *frames, uint32_t max);
+
+/*
+ * The marker frame for an off-CPU record: why it waited ("preempted", "sleep", "lock
+ * (futex)" ...), from the syscall when known, else the libc function it blocked in
+ * among @frames. 0 on failure.
+ */
+uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_rec *rec,
+				 const struct trace_frame *frames, uint32_t nframes);
+
+void symbolizer__stats(const struct symbolizer *sym, struct symbolizer_stats *stats);
+
+#endif
