@@ -56,6 +56,18 @@ $(BUILD)/tests/%: $(BUILD)/tobj/tests/%.o $(TLIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANITIZE) $(WRAP_$(notdir $@)) -o $@ $^ -lcmocka $(PKG_LIBS)
 
+# Fixtures for the end-to-end tests: -O2 without frame pointers, like distribution code.
+FIXTURES := $(BUILD)/fixtures/tree $(BUILD)/fixtures/tree_exec_target
+FIXTURE_CFLAGS := -O2 -g -fomit-frame-pointer
+
+$(BUILD)/fixtures/tree_exec_target: tests/fixtures/tree_exec_target.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
+
+$(BUILD)/fixtures/tree: tests/fixtures/tree.c $(BUILD)/fixtures/tree_exec_target
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -DFIXTURE_EXEC_TARGET='"$(abspath $(BUILD))/fixtures/tree_exec_target"' -o $@ $<
+
 deps:
 	./tools/install-deps.sh
 
@@ -64,11 +76,11 @@ viewer-deps: tests/viewer/node_modules/.package-lock.json
 tests/viewer/node_modules/.package-lock.json: tests/viewer/package.json tests/viewer/package-lock.json
 	cd tests/viewer && npm ci --no-audit --no-fund
 
-test: pytrace-sample $(TEST_BINS) $(TEST_HELPERS) viewer-deps
+test: pytrace-sample $(TEST_BINS) $(TEST_HELPERS) $(FIXTURES) viewer-deps
 	./tests/run.sh $(BUILD)
 
 check:
-	$(MAKE) WERROR=1 all $(TEST_BINS) $(TEST_HELPERS)
+	$(MAKE) WERROR=1 all $(TEST_BINS) $(TEST_HELPERS) $(FIXTURES)
 	$(MAKE) format-check static
 	$(MAKE) WERROR=1 test
 

@@ -41,7 +41,7 @@ static void usage(FILE *f)
 		"  -d, --duration SECS   stop after SECS seconds (the command keeps running)\n"
 		"\n"
 		"other:\n"
-		"  -q, --quiet           no progress line\n"
+		"  -q, --quiet           no progress line and no summary, only errors\n"
 		"  -v, --verbose         more diagnostics on stderr (twice for debug output)\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         print the version\n"

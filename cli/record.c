@@ -103,15 +103,17 @@ static void set_name(struct session *s, uint32_t pid, uint32_t tid, const char *
 		trace__name_process(s->trace, pid, name);
 }
 
-/* A process's display name: its command line while it can be read, else @fallback. */
-static void name_process(struct session *s, uint32_t pid, const char *fallback)
+/* A process's display name: its command line if it could be read, else @fallback. */
+static void name_process(struct session *s, const struct sampler_rec *r, const char *fallback)
 {
 	char cmdline[1024];
 
-	if (!sampler_read_cmdline((pid_t)pid, cmdline, sizeof(cmdline)))
-		set_name(s, pid, 0, cmdline);
+	if (r->cmdline)
+		set_name(s, r->pid, 0, r->cmdline);
+	else if (!sampler_read_cmdline((pid_t)r->pid, cmdline, sizeof(cmdline)))
+		set_name(s, r->pid, 0, cmdline);
 	else if (fallback)
-		set_name(s, pid, 0, fallback);
+		set_name(s, r->pid, 0, fallback);
 }
 
 static void observe(struct session *s, const struct sampler_rec *r)
@@ -154,7 +156,7 @@ static void on_fork(struct session *s, const struct sampler_rec *r)
 			set_name(s, r->pid, r->tid, parent_name);
 		return;
 	}
-	name_process(s, r->pid, known_name(s, r->fork.ppid, 0));
+	name_process(s, r, known_name(s, r->fork.ppid, 0));
 	parent_name = known_name(s, r->fork.ppid, r->fork.ptid);
 	if (parent_name && !known_name(s, r->pid, r->tid))
 		set_name(s, r->pid, r->tid, parent_name);
@@ -180,7 +182,7 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 		break;
 	case SREC_EXEC:
 		symbolizer__track(s->sym, r);
-		name_process(s, r->pid, r->comm.comm);
+		name_process(s, r, r->comm.comm);
 		set_name(s, r->pid, r->tid, r->comm.comm);
 		ev.kind = TRACE_EVENT_EXEC;
 		ev.text = known_name(s, r->pid, 0);
@@ -246,7 +248,7 @@ static void record_loop(struct session *s)
 				    : UINT64_MAX;
 
 	while (!stop_requests) {
-		if (sampler__poll(s->sampler, 100) < 0)
+		if (sampler__poll(s->sampler, 50) < 0)
 			break;
 		drain(s);
 		show_progress(s, false);
@@ -357,6 +359,8 @@ static void print_summary(struct session *s, int close_err, const struct trace_s
 	sampler__stats(s->sampler, &st);
 	symbolizer__stats(s->sym, &sy);
 	clear_progress(s);
+	if (!close_err && s->opts->quiet)
+		return;
 	if (close_err) {
 		fprintf(stderr, "pytrace-sample: writing %s failed: %s\n", s->output,
 			strerror(-close_err));
@@ -381,10 +385,12 @@ static void print_summary(struct session *s, int close_err, const struct trace_s
 		sy.pc_cache_hits, sy.pc_cache_hits + sy.pc_cache_misses);
 }
 
-/* The launched command's exit status; a second Ctrl-C stops waiting for it. */
-static int wait_child(pid_t child, bool announce)
+/*
+ * The launched command's exit status. A Ctrl-C beyond the ones that ended the recording
+ * (@signals_used) stops waiting for it; it may already have come.
+ */
+static int wait_child(pid_t child, bool announce, sig_atomic_t signals_used)
 {
-	unsigned requests = (unsigned)stop_requests;
 	int status;
 
 	if (announce)
@@ -392,12 +398,12 @@ static int wait_child(pid_t child, bool announce)
 			"pytrace-sample: waiting for the command (pid %d) to exit; Ctrl-C again to stop waiting\n",
 			child);
 	for (;;) {
+		if (stop_requests > signals_used)
+			return 130;
 		if (waitpid(child, &status, 0) == child)
 			break;
 		if (errno != EINTR)
 			return EXIT_INTERNAL;
-		if ((unsigned)stop_requests > requests)
-			return 130;
 	}
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
@@ -431,6 +437,7 @@ int cli_record(const struct cli_opts *o)
 	struct trace_stats ts;
 	struct trace_opts topts;
 	int status = EXIT_INTERNAL, close_err;
+	sig_atomic_t signals_used;
 	pid_t child;
 
 	if (!s)
@@ -468,6 +475,7 @@ int cli_record(const struct cli_opts *o)
 	}
 	s->started_ns = sampler_now_ns();
 	record_loop(s);
+	signals_used = stop_requests ? 1 : 0;
 	note_losses(s);
 	close_err = trace__close(s->trace, &ts);
 	if (!close_err && as_user && chown(s->output, creds.uid, creds.gid))
@@ -477,7 +485,7 @@ int cli_record(const struct cli_opts *o)
 	child = sampler__child(s->sampler);
 	if (child) {
 		/* Reaped by the exec check when the command could not start. */
-		int child_status = wait_child(child, !sampler__done(s->sampler));
+		int child_status = wait_child(child, !sampler__done(s->sampler), signals_used);
 
 		status = close_err ? EXIT_CANT_CREATE : child_status;
 	}

@@ -75,8 +75,10 @@ struct sampler {
 	struct perf_event_attr clock_attr, switch_attr;
 	bool use_switch_event;
 	struct queue queue;
-	struct hashmap *tasks; /* tid -> struct task_state */
-	struct hashmap *procs; /* pid -> struct proc_state */
+	struct hashmap *tasks;	  /* tid -> struct task_state */
+	struct hashmap *procs;	  /* pid -> struct proc_state */
+	struct hashmap *cmdlines; /* pid << 1 | is_exec -> command line read at drain time */
+	char *held_cmdline;
 	struct held_child child;
 	bool child_execed;
 	uint64_t watermark;
@@ -409,12 +411,54 @@ static uint64_t record_time(const struct perf_event_header *hdr, void *ctx)
 	return t;
 }
 
+/*
+ * A new program or process: read its command line now, while it most likely still
+ * runs; by the time the record is processed a short-lived one may be gone.
+ */
+static void capture_cmdline(struct sampler *s, const struct qrec *q)
+{
+	const struct perf_event_header *hdr = (const void *)q->data;
+	uint32_t ids[2];
+	char buf[1024], *copy;
+	uint64_t key;
+
+	if (q->size < sizeof(*hdr) + 8)
+		return;
+	memcpy(ids, q->data + sizeof(*hdr), 8);
+	if (hdr->type == PERF_RECORD_FORK) {
+		uint32_t ppid;
+
+		memcpy(&ppid, q->data + sizeof(*hdr) + 4, 4);
+		if (ppid == ids[0])
+			return; /* a thread */
+	} else if (hdr->type != PERF_RECORD_COMM || !(hdr->misc & PERF_RECORD_MISC_COMM_EXEC)) {
+		return;
+	}
+	if (procfs_cmdline((pid_t)ids[0], buf, sizeof(buf)))
+		return;
+	copy = strdup(buf);
+	if (!copy)
+		return;
+	key = (uint64_t)ids[0] << 1 | (hdr->type == PERF_RECORD_COMM);
+	free(hashmap__remove(s->cmdlines, key));
+	if (hashmap__set(s->cmdlines, key, copy))
+		free(copy);
+}
+
 static void take_record(struct qrec *rec, void *ctx)
 {
 	struct sampler *s = ctx;
 
+	capture_cmdline(s, rec);
 	if (queue__push(&s->queue, rec))
 		free(rec);
+}
+
+/* Hands the command line read at drain time to the record about to go out. */
+static void attach_cmdline(struct sampler *s, uint32_t pid, bool exec)
+{
+	s->held_cmdline = hashmap__remove(s->cmdlines, (uint64_t)pid << 1 | exec);
+	s->rec.cmdline = s->held_cmdline;
 }
 
 static void drain_rings(struct sampler *s)
@@ -432,8 +476,10 @@ static void release_held(struct sampler *s)
 	free(s->held[0]);
 	free(s->held[1]);
 	free(s->held_stack);
+	free(s->held_cmdline);
 	s->held[0] = s->held[1] = NULL;
 	s->held_stack = NULL;
+	s->held_cmdline = NULL;
 }
 
 /* The common part of a record handed out. */
@@ -559,6 +605,8 @@ static const struct sampler_rec *on_fork(struct sampler *s, const struct qrec *q
 	out_rec(s, SREC_FORK, tr.pid, tr.tid, q->cpu, q->time);
 	s->rec.fork.ppid = tr.ppid;
 	s->rec.fork.ptid = tr.ptid;
+	if (tr.pid != tr.ppid)
+		attach_cmdline(s, tr.pid, false);
 	return &s->rec;
 }
 
@@ -592,6 +640,8 @@ static const struct sampler_rec *on_comm(struct sampler *s, struct qrec *q)
 		s->child_execed = true;
 	s->held[0] = q;
 	out_rec(s, exec ? SREC_EXEC : SREC_COMM, ids[0], ids[1], q->cpu, q->time)->comm.comm = comm;
+	if (exec)
+		attach_cmdline(s, ids[0], true);
 	return &s->rec;
 }
 
@@ -634,6 +684,8 @@ static const struct sampler_rec *on_synth(struct sampler *s, struct qrec *q)
 		s->rec.mmap.path = sr->text;
 	else if (s->rec.kind == SREC_COMM || s->rec.kind == SREC_EXEC)
 		s->rec.comm.comm = sr->text;
+	else if (s->rec.kind == SREC_FORK && q->size > sizeof(*sr))
+		s->rec.cmdline = sr->text;
 	s->held[0] = q;
 	return &s->rec;
 }
@@ -854,6 +906,12 @@ void sampler__free(struct sampler *s)
 		while (hashmap__next(s->procs, &cursor, &key, &value))
 			free(value);
 	}
+	cursor = 0;
+	if (s->cmdlines) {
+		while (hashmap__next(s->cmdlines, &cursor, &key, &value))
+			free(value);
+	}
+	hashmap__free(s->cmdlines);
 	hashmap__free(s->tasks);
 	hashmap__free(s->procs);
 	hashmap__free(s->roles);
@@ -900,7 +958,8 @@ static struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->roles = hashmap__new();
 	s->tasks = hashmap__new();
 	s->procs = hashmap__new();
-	if (!s->roles || !s->tasks || !s->procs) {
+	s->cmdlines = hashmap__new();
+	if (!s->roles || !s->tasks || !s->procs || !s->cmdlines) {
 		sampler__free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -1034,13 +1093,13 @@ static int describe_process(struct sampler *s, pid_t pid)
 	struct procfs_map *maps = NULL;
 	pid_t *tids = NULL;
 	size_t nmaps = 0, ntids = 0, i;
-	char path[64], comm[64];
+	char path[1024], comm[64];
 	int err;
 
 	rec.kind = SREC_FORK;
 	rec.fork.ppid = (uint32_t)procfs_ppid(pid);
 	rec.fork.ptid = rec.fork.ppid;
-	err = push_synth(s, &rec, NULL);
+	err = push_synth(s, &rec, procfs_cmdline(pid, path, sizeof(path)) ? NULL : path);
 	if (!err && !procfs_exec_maps(pid, &maps, &nmaps)) {
 		for (i = 0; i < nmaps && !err; i++) {
 			rec = (struct sampler_rec){ .kind = SREC_MMAP,

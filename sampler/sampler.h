@@ -81,8 +81,10 @@ enum sampler_rec_kind {
 struct sampler_rec {
 	enum sampler_rec_kind kind;
 	uint32_t pid, tid, cpu;
-	uint64_t time_ns; /* CLOCK_MONOTONIC */
-	bool synthetic;	  /* describes what existed when we attached, not an event */
+	uint64_t time_ns;    /* CLOCK_MONOTONIC */
+	bool synthetic;	     /* describes what existed when we attached, not an event */
+	const char *cmdline; /* SREC_FORK of a process, SREC_EXEC: read as soon as the
+				record left the kernel's buffer; NULL if already gone */
 	union {
 		struct {
 			uint64_t end_ns;	/* SREC_OFF_CPU */

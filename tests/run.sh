@@ -1,12 +1,13 @@
 #!/bin/sh
 # Runs every test binary, then the viewer test, and prints one closing line:
-# "tests: N passed, N failed" counted over individual cmocka cases and viewer checks.
+# "tests: N passed, N failed, N skipped" over cmocka cases, viewer checks and e2e tests.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/.."
 
 passed=0
 failed=0
+skipped=0
 log=$(mktemp)
 for bin in $(find "$build/tests" -type f -name 'test_*' | sort); do
 	echo "== $bin"
@@ -37,7 +38,20 @@ for script in tests/viewer/test_*.mjs; do
 		failed=$((failed + f))
 	fi
 done
+echo "== tests/e2e"
+PYTRACE_BUILD="$build" python3 tests/e2e/run.py 2>&1 | tee "$log"
+p=$(sed -n 's/^e2e: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1/p' "$log")
+f=$(sed -n 's/^e2e: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\2/p' "$log")
+s=$(sed -n 's/^e2e: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\3/p' "$log")
+if [ -z "$p" ]; then
+	echo "tests/e2e ended without a summary"
+	failed=$((failed + 1))
+else
+	passed=$((passed + p))
+	failed=$((failed + f))
+	skipped=$((skipped + s))
+fi
 rm -f "$log"
 
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,311 @@
+"""End-to-end: the perf backend on a real C process tree, launched and attached.
+
+The fixture (tests/fixtures/tree.c, -O2 without frame pointers) forks a busy child, a
+sleeping child that prints its own timestamps, a child that execs another program,
+and a child whose short-lived grandchild spins briefly. The tests check what a user
+would see in the trace: every process named, the right call chains nested, sleep
+spans matching the fixture's own clock within 1 ms, fork/exec/exit events.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from tracefile import BUILD, TOOL, Trace, run_tool
+
+FIXTURE = os.path.join(BUILD, "fixtures", "tree")
+NS_PER_MS = 1000000
+
+
+def fixture_sleeps(stdout):
+    """The (start, end) CLOCK_MONOTONIC ns of each sleep, as the fixture measured it."""
+    out = []
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "sleep":
+            out.append((int(parts[2]), int(parts[3])))
+    return out
+
+
+class TreeChecks:
+    """What both launch and attach must show; subclasses set cls.trace and cls.stdout."""
+
+    def test_nesting_is_valid(self):
+        self.assertEqual(self.trace.nesting_errors, [])
+
+    def test_processes_are_named(self):
+        pids = {s.pid for s in self.trace.slices}
+        self.assertGreaterEqual(len(pids), 6, self.trace.process_names)
+        for pid in pids:
+            self.assertIn(pid, self.trace.process_names)
+        names = set(self.trace.process_names.values())
+        self.assertTrue(any(n.endswith("fixtures/tree") or n.startswith(FIXTURE) for n in names),
+                        names)
+        self.assertIn("tree_exec_target", names)
+
+    def test_busy_child_call_chain(self):
+        busy = self.trace.named("busy_inner")
+        self.assertEqual(len({s.pid for s in busy}), 1, busy)
+        longest = max(busy, key=lambda s: s.dur)
+        self.assertEqual(longest.ancestors()[:3], ["busy_outer", "start", "main"])
+        self.assertIn("spin_for", [c.name for c in longest.children])
+        # It spins for 300 ms of wall time; preemption shows nested inside.
+        self.assertGreater(longest.dur, 250000)
+
+    def test_sleeps_match_fixture_clock(self):
+        sleeps = fixture_sleeps(self.stdout)
+        self.assertEqual(len(sleeps), 2, self.stdout)
+        spans = [s for s in self.trace.named("sleep") if s.cat == "off-cpu"]
+        for start, end in sleeps:
+            match = [s for s in spans if abs(s.start_ns - start) < NS_PER_MS and
+                     abs(s.end_ns - end) < NS_PER_MS]
+            self.assertEqual(len(match), 1, "no wait matches %d-%d in %r" % (start, end, spans))
+            self.assertIn("sleep_inner", match[0].ancestors())
+            self.assertIn("sleep_outer", match[0].ancestors())
+
+    def test_exec_is_followed(self):
+        spins = self.trace.named("exec_spin")
+        self.assertTrue(spins)
+        pid = spins[0].pid
+        self.assertEqual(self.trace.process_names[pid], "tree_exec_target")
+        self.assertTrue(self.trace.instant("exec", pid))
+        self.assertIn("main", spins[0].ancestors())
+
+    def test_short_lived_grandchild(self):
+        pids = self.trace.pids_with("short_lived")
+        self.assertEqual(len(pids), 1)
+        grandchild = pids.pop()
+        forks = [e for e in self.trace.instant("fork") if e["args"]["child_pid"] == grandchild]
+        self.assertEqual(len(forks), 1)
+        forker = forks[0]["pid"]
+        # The forker is itself a child of the traced root.
+        self.assertTrue([e for e in self.trace.instant("fork")
+                         if e["args"]["child_pid"] == forker])
+        self.assertTrue(self.trace.instant("exit", grandchild))
+
+
+class LaunchTree(TreeChecks, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp()
+        out = os.path.join(cls.dir, "tree.json")
+        cls.proc = run_tool(["-q", "-o", out, "--", FIXTURE])
+        cls.stdout = cls.proc.stdout
+        cls.trace = Trace(out)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir)
+
+    def test_exit_status_is_the_commands(self):
+        self.assertEqual(self.proc.returncode, 7, self.proc.stderr)
+
+    def test_launcher_exit_event_has_status(self):
+        root = min(self.trace.process_names)
+        exits = self.trace.instant("exit", root)
+        self.assertEqual([e["args"]["status"] for e in exits], [7])
+
+    def test_quiet_prints_nothing(self):
+        self.assertEqual(self.proc.stderr, "")
+
+
+def perf_fds(pid):
+    try:
+        return sum(1 for fd in os.listdir("/proc/%d/fd" % pid)
+                   if "perf_event" in os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+    except OSError:
+        return 0
+
+
+class AttachTree(TreeChecks, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp()
+        out = os.path.join(cls.dir, "attach.json")
+        target = subprocess.Popen([FIXTURE, "wait"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        time.sleep(0.3)  # parked in parent_wait, blocked reading stdin
+        tool = subprocess.Popen([TOOL, "-q", "-p", str(target.pid), "-o", out],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 10
+        while perf_fds(tool.pid) < 2 and time.time() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        target.stdin.close()  # let the tree run
+        cls.stdout = target.stdout.read()
+        cls.target_status = target.wait(timeout=60)
+        cls.tool_out, cls.tool_err = tool.communicate(timeout=60)
+        cls.tool_status = tool.returncode
+        cls.trace = Trace(out)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir)
+
+    def test_tool_ends_with_the_tree(self):
+        self.assertEqual(self.tool_status, 0, self.tool_err)
+
+    def test_target_unharmed(self):
+        self.assertEqual(self.target_status, 7)
+
+    def test_thread_blocked_at_attach_waits_from_attach_time(self):
+        waits = [s for s in self.trace.slices if s.cat == "off-cpu" and
+                 "parent_wait" in s.ancestors()]
+        self.assertTrue(waits, [s for s in self.trace.slices if s.name == "parent_wait"])
+        first = min(waits, key=lambda s: s.ts)
+        self.assertEqual(first.name, "read")
+        self.assertLess(first.ts, 50000)  # from the moment we attached
+        self.assertGreater(first.dur, 200000)  # until stdin was closed
+
+
+class Failures(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        os.chmod(self.dir, 0o777)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def out(self, name="x.json"):
+        return os.path.join(self.dir, name)
+
+    def check(self, args, status, message):
+        p = run_tool(args)
+        self.assertEqual(p.returncode, status, p.stderr)
+        self.assertIn(message, p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()) <= 3, True, p.stderr)
+        return p
+
+    def test_no_such_pid(self):
+        self.check(["-o", self.out(), "-p", "4000000"], 66, "no such process: 4000000")
+
+    def test_command_not_found(self):
+        self.check(["-o", self.out(), "--", "no-such-command-xyz"], 127,
+                   "no-such-command-xyz: command not found")
+        self.check(["-o", self.out(), "--", "/no/such/file"], 127, "command not found")
+
+    def test_command_not_executable(self):
+        self.check(["-o", self.out(), "--", "/etc/passwd"], 126, "cannot execute")
+
+    def test_unwritable_output(self):
+        p = self.check(["-o", "/no/such/dir/x.json", "--", "true"], 73,
+                       "cannot create /no/such/dir/x.json")
+        self.assertNotIn("wrote", p.stderr)
+
+    def test_usage_errors(self):
+        self.check([], 64, "nothing to trace")
+        self.check(["-p", "1", "--", "true"], 64, "not both")
+        self.check(["-F", "0", "--", "true"], 64, "bad frequency")
+        self.check(["--mode", "both", "--", "true"], 64, "unknown mode")
+        self.check(["-p", "12x"], 64, "bad pid list")
+
+    def test_help_explains_every_option(self):
+        p = run_tool(["--help"])
+        self.assertEqual(p.returncode, 0)
+        for option in ["--output", "--format", "--frequency", "--mode", "--kernel",
+                       "--stack-size", "--duration", "--quiet", "--verbose", "--version",
+                       "-p PID", "-- CMD"]:
+            self.assertIn(option, p.stdout)
+
+    def test_signal_exit_status(self):
+        p = run_tool(["-q", "-o", self.out(), "--", "sh", "-c", "kill -TERM $$"])
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)
+        Trace(self.out())
+
+    def test_default_output_never_replaces(self):
+        first = run_tool(["-q", "--", "true"], cwd=self.dir)
+        second = run_tool(["-q", "--", "true"], cwd=self.dir)
+        self.assertEqual((first.returncode, second.returncode), (0, 0))
+        files = sorted(f for f in os.listdir(self.dir) if f.startswith("true-"))
+        self.assertEqual(len(files), 2, files)
+
+    def test_permission_denied_attaching_as_another_user(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run the tool as 'nobody' against a root process")
+        victim = subprocess.Popen(["sleep", "30"])
+        try:
+            p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                TOOL, "-o", self.out(), "-p", str(victim.pid)],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 77, p.stderr)
+            self.assertIn("cannot attach to %d: permission denied" % victim.pid, p.stderr)
+            self.assertIsNone(victim.poll())  # untouched
+        finally:
+            victim.kill()
+            victim.wait()
+
+
+class Privileges(unittest.TestCase):
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to switch users")
+        self.dir = tempfile.mkdtemp()
+        os.chmod(self.dir, 0o777)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_under_sudo_command_runs_as_invoking_user(self):
+        out = os.path.join(self.dir, "sudo.json")
+        env = dict(os.environ, SUDO_UID="65534", SUDO_GID="65534", SUDO_USER="nobody")
+        p = run_tool(["-q", "-o", out, "--", "id", "-u"], env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), "65534")
+        st = os.stat(out)
+        self.assertEqual((st.st_uid, st.st_gid), (65534, 65534))
+
+    def test_unprivileged_launch_samples_user_space(self):
+        # perf_event_paranoid 2 lets a user profile their own processes, user space only.
+        with open("/proc/sys/kernel/perf_event_paranoid") as f:
+            if int(f.read()) > 2:
+                self.skipTest("perf_event_paranoid > 2 forbids unprivileged perf here")
+        out = os.path.join(self.dir, "user.json")
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            TOOL, "-q", "-o", out, "--", FIXTURE], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 7, p.stderr)
+        trace = Trace(out)
+        self.assertTrue(trace.named("busy_inner"))
+        self.assertEqual(trace.nesting_errors, [])
+
+
+class Interrupt(unittest.TestCase):
+    def test_ctrl_c_writes_the_trace_and_leaves_the_command_running(self):
+        d = tempfile.mkdtemp()
+        out = os.path.join(d, "int.json")
+        try:
+            # A file, not a pipe: the command inherits it and outlives the tool.
+            err_file = open(os.path.join(d, "stderr"), "w+")
+            tool = subprocess.Popen([TOOL, "-o", out, "--", "sleep", "30"],
+                                    stdout=subprocess.DEVNULL, stderr=err_file)
+            time.sleep(1.0)
+            children = open("/proc/%d/task/%d/children" % (tool.pid, tool.pid)).read().split()
+            self.assertEqual(len(children), 1)
+            child = int(children[0])
+            tool.send_signal(signal.SIGINT)  # to the tool only, not the command
+            deadline = time.time() + 10
+            while not os.path.exists(out) and time.time() < deadline:
+                time.sleep(0.05)
+            trace = Trace(out)  # complete and valid while the tool waits for the command
+            waits = [s for s in trace.slices if s.pid == child and s.cat == "off-cpu"]
+            self.assertTrue(waits)
+            self.assertGreater(max(s.dur for s in waits), 700000)
+            os.kill(child, 0)  # the command runs on, unharmed
+            tool.send_signal(signal.SIGINT)  # a second Ctrl-C stops waiting for it
+            tool.wait(timeout=10)
+            err_file.seek(0)
+            err = err_file.read()
+            err_file.close()
+            self.assertEqual(tool.returncode, 130, err)
+            self.assertIn("waiting for the command", err)
+            os.kill(child, 0)
+            os.kill(child, signal.SIGKILL)
+        finally:
+            shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,92 @@
+"""Reading pytrace-sample's traces the way a viewer would, for the end-to-end tests."""
+import gzip
+import json
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("PYTRACE_BUILD", os.path.join(ROOT, "build"))
+TOOL = os.path.join(ROOT, "pytrace-sample")
+
+
+class Slice:
+    def __init__(self, ev, origin_ns):
+        self.name = ev["name"]
+        self.cat = ev["cat"]
+        self.pid = ev["pid"]
+        self.tid = ev["tid"]
+        self.ts = ev["ts"]
+        self.dur = ev["dur"]
+        self.args = ev.get("args", {})
+        # Back to the kernel's CLOCK_MONOTONIC: ts 1 us is the origin.
+        self.start_ns = (self.ts - 1) * 1000 + origin_ns
+        self.end_ns = self.start_ns + self.dur * 1000
+        self.parent = None
+        self.children = []
+        self.depth = 0
+
+    def ancestors(self):
+        s, out = self.parent, []
+        while s:
+            out.append(s.name)
+            s = s.parent
+        return out
+
+    def __repr__(self):
+        return "%s[%d:%d %d+%d d%d]" % (self.name, self.pid, self.tid, self.ts, self.dur,
+                                       self.depth)
+
+
+class Trace:
+    def __init__(self, path):
+        raw = open(path, "rb").read()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        self.doc = json.loads(raw.decode("utf-8"))
+        self.events = self.doc["traceEvents"]
+        self.other = self.doc.get("otherData", {})
+        origin = self.other.get("origin_ns", 0)
+        self.slices = [Slice(e, origin) for e in self.events if e["ph"] == "X"]
+        self.instants = [e for e in self.events if e["ph"] == "i"]
+        self.process_names = {e["pid"]: e["args"]["name"] for e in self.events
+                              if e["ph"] == "M" and e["name"] == "process_name"}
+        self.thread_names = {(e["pid"], e["tid"]): e["args"]["name"] for e in self.events
+                             if e["ph"] == "M" and e["name"] == "thread_name"}
+        self.nesting_errors = self._build_trees()
+
+    def _build_trees(self):
+        """Nests slices per thread as a viewer does; returns partial overlaps found."""
+        errors = []
+        by_thread = {}
+        for s in self.slices:
+            by_thread.setdefault((s.pid, s.tid), []).append(s)
+        for slices in by_thread.values():
+            slices.sort(key=lambda s: (s.ts, -s.dur))
+            stack = []
+            for s in slices:
+                while stack and stack[-1].ts + stack[-1].dur <= s.ts:
+                    stack.pop()
+                if stack and s.ts + s.dur > stack[-1].ts + stack[-1].dur:
+                    errors.append((stack[-1], s))
+                if stack:
+                    s.parent = stack[-1]
+                    s.depth = stack[-1].depth + 1
+                    stack[-1].children.append(s)
+                stack.append(s)
+        return errors
+
+    def named(self, name, pid=None):
+        return [s for s in self.slices if s.name == name and (pid is None or s.pid == pid)]
+
+    def pids_with(self, name):
+        return {s.pid for s in self.slices if s.name == name}
+
+    def instant(self, name, pid=None):
+        return [e for e in self.instants if e["name"] == name and
+                (pid is None or e["pid"] == pid)]
+
+
+def run_tool(args, **kwargs):
+    """Runs pytrace-sample; returns the CompletedProcess (text output)."""
+    return subprocess.run([TOOL] + args, capture_output=True, text=True, timeout=120,
+                          **kwargs)
