@@ -33,7 +33,7 @@ TEST_HELPERS := $(TEST_HELPER_SRCS:%.c=$(BUILD)/%)
 C_FILES := $(LIB_SRCS) $(CLI_SRCS) $(TEST_SRCS) $(TEST_HELPER_SRCS) $(TEST_SUPPORT_SRCS) \
 	$(wildcard */*.h tests/*/*.h)
 
-.PHONY: all deps test check format format-check static install uninstall clean viewer-deps
+.PHONY: all bench deps test check format format-check static install uninstall clean viewer-deps
 
 all: pytrace-sample
 
@@ -67,6 +67,13 @@ $(BUILD)/fixtures/tree_exec_target: tests/fixtures/tree_exec_target.c
 $(BUILD)/fixtures/tree: tests/fixtures/tree.c $(BUILD)/fixtures/tree_exec_target
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -DFIXTURE_EXEC_TARGET='"$(abspath $(BUILD))/fixtures/tree_exec_target"' -o $@ $<
+
+$(BUILD)/bench/cpu_bound: bench/cpu_bound.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
+
+bench: pytrace-sample $(BUILD)/bench/cpu_bound
+	python3 bench/perf_overhead.py
 
 deps:
 	./tools/install-deps.sh

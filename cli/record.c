@@ -34,7 +34,8 @@ struct session {
 	struct sampler *sampler;
 	struct trace *trace;
 	char output[4096];
-	struct hashmap *names; /* pid and (pid << 32 | tid) -> malloc'd name */
+	struct hashmap *names;	     /* pid and (pid << 32 | tid) -> malloc'd name */
+	struct hashmap *last_stacks; /* tid -> struct last_stack: for waits with no stack */
 	struct trace_frame stack[MAX_FRAMES];
 	uint64_t started_ns, last_progress_ns;
 	bool progress_shown;
@@ -116,6 +117,54 @@ static void name_process(struct session *s, const struct sampler_rec *r, const c
 		set_name(s, r->pid, 0, fallback);
 }
 
+struct last_stack {
+	uint64_t time_ns;
+	uint32_t n;
+	struct trace_frame frames[];
+};
+
+/* Remembers a thread's latest on-CPU stack. */
+static void keep_stack(struct session *s, uint32_t tid, uint64_t time_ns,
+		       const struct trace_frame *frames, uint32_t n)
+{
+	struct last_stack *ls = hashmap__get(s->last_stacks, tid);
+
+	if (!ls || ls->n < n) {
+		struct last_stack *grown = realloc(ls, sizeof(*ls) + (n + 8) * sizeof(*frames));
+
+		if (!grown)
+			return;
+		if (grown != ls && hashmap__set(s->last_stacks, tid, grown)) {
+			free(grown);
+			hashmap__remove(s->last_stacks, tid);
+			return;
+		}
+		ls = grown;
+	}
+	memcpy(ls->frames, frames, n * sizeof(*frames));
+	ls->n = n;
+	ls->time_ns = time_ns;
+}
+
+/*
+ * A wait whose stack could not be captured (unprivileged and too short to be read from
+ * outside, or the copy failed): the thread's last on-CPU stack is a fair guess of where
+ * it waits, if that sample came just before (2 periods); otherwise nothing is better.
+ */
+static int guess_wait_stack(struct session *s, const struct sampler_rec *r,
+			    struct trace_frame *frames, uint32_t max)
+{
+	const struct last_stack *ls = hashmap__get(s->last_stacks, r->tid);
+	uint64_t recent = 2000000000ULL / s->opts->sampler.frequency_hz;
+	uint32_t n;
+
+	if (!ls || r->time_ns < ls->time_ns || r->time_ns - ls->time_ns > recent)
+		return 0;
+	n = ls->n < max ? ls->n : max;
+	memcpy(frames, ls->frames, n * sizeof(*frames));
+	return (int)n;
+}
+
 static void observe(struct session *s, const struct sampler_rec *r)
 {
 	struct trace_obs obs = {
@@ -132,6 +181,10 @@ static void observe(struct session *s, const struct sampler_rec *r)
 		s->record_errors++;
 		return;
 	}
+	if (r->kind == SREC_SAMPLE)
+		keep_stack(s, r->tid, r->time_ns, s->stack, (uint32_t)n);
+	else if (!r->sample.stack.valid && !r->sample.stack.nkernel)
+		n = guess_wait_stack(s, r, s->stack, MAX_FRAMES - 1);
 	if (r->kind == SREC_OFF_CPU) {
 		s->stack[n].func = symbolizer__wait_marker(s->sym, r, s->stack, (uint32_t)n);
 		s->stack[n].line = 0;
@@ -192,6 +245,7 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 		set_name(s, r->pid, r->tid, r->comm.comm);
 		break;
 	case SREC_EXIT:
+		free(hashmap__remove(s->last_stacks, r->tid));
 		trace__end_thread(s->trace, r->pid, r->tid, r->time_ns);
 		if (r->exit.last_in_process) {
 			ev.kind = TRACE_EVENT_EXIT;
@@ -449,9 +503,10 @@ int cli_record(const struct cli_opts *o)
 	else
 		default_output(o, s->output, sizeof(s->output));
 	s->names = hashmap__new();
+	s->last_stacks = hashmap__new();
 	s->frames = frame_table__new();
 	s->sym = s->frames ? symbolizer__new(&sym_opts, s->frames) : NULL;
-	if (!s->names || !s->sym)
+	if (!s->names || !s->last_stacks || !s->sym)
 		goto out_free;
 	topts = (struct trace_opts){
 		.path = s->output,
@@ -501,6 +556,15 @@ out_free:
 		while (hashmap__next(s->names, &cursor, &key, &value))
 			free(value);
 		hashmap__free(s->names);
+	}
+	if (s->last_stacks) {
+		size_t cursor = 0;
+		uint64_t key;
+		void *value;
+
+		while (hashmap__next(s->last_stacks, &cursor, &key, &value))
+			free(value);
+		hashmap__free(s->last_stacks);
 	}
 	free(s);
 	return status;

@@ -54,11 +54,30 @@ struct task_state {
 	uint64_t out_time;
 	enum sampler_wait wait;
 	struct qrec *out_sample; /* the sample taken as it switched out (owned) */
-	/* A thread already blocked when we attached: its stack read from outside. */
-	int64_t attach_syscall;
-	uint64_t attach_regs[SREG_COUNT];
-	uint8_t *attach_stack;
-	uint64_t attach_stack_size;
+	/*
+	 * A wait seen from outside: the thread was blocked when we attached, or was still
+	 * switched out when its switch record was drained. Its stack can't change while
+	 * it waits, so reading it with process_vm_readv is exact.
+	 */
+	int64_t outside_syscall;
+	uint64_t outside_regs[SREG_COUNT];
+	uint8_t *outside_stack;
+	uint64_t outside_stack_size;
+};
+
+/* A switch-out drained without its switch-in: the thread may still be waiting. */
+struct pending_out {
+	uint32_t pid;
+	uint64_t out_time, in_time;
+};
+
+/* What was read from outside for a wait that began at @out_time. */
+struct outside_capture {
+	uint64_t out_time;
+	int64_t syscall;
+	uint64_t regs[SREG_COUNT];
+	uint8_t *stack;
+	uint64_t stack_size;
 };
 
 struct proc_state {
@@ -75,9 +94,11 @@ struct sampler {
 	struct perf_event_attr clock_attr, switch_attr;
 	bool use_switch_event;
 	struct queue queue;
-	struct hashmap *tasks;	  /* tid -> struct task_state */
-	struct hashmap *procs;	  /* pid -> struct proc_state */
-	struct hashmap *cmdlines; /* pid << 1 | is_exec -> command line read at drain time */
+	struct hashmap *tasks;	      /* tid -> struct task_state */
+	struct hashmap *procs;	      /* pid -> struct proc_state */
+	struct hashmap *cmdlines;     /* pid << 1 | is_exec -> command line read at drain time */
+	struct hashmap *pending_outs; /* tid -> struct pending_out, during one drain */
+	struct hashmap *captures;     /* tid -> struct outside_capture */
 	char *held_cmdline;
 	struct held_child child;
 	bool child_execed;
@@ -286,7 +307,7 @@ static struct task_state *task_get(struct sampler *s, uint32_t pid, uint32_t tid
 		return NULL;
 	t->pid = pid;
 	t->tid = tid;
-	t->attach_syscall = -1;
+	t->outside_syscall = -1;
 	if (hashmap__set(s->tasks, tid, t)) {
 		free(t);
 		return NULL;
@@ -301,7 +322,7 @@ static void task_free(struct task_state *t)
 		return;
 	free(t->switch_sample);
 	free(t->out_sample);
-	free(t->attach_stack);
+	free(t->outside_stack);
 	free(t);
 }
 
@@ -445,11 +466,38 @@ static void capture_cmdline(struct sampler *s, const struct qrec *q)
 		free(copy);
 }
 
+/* Notes switch records while draining, to find threads still waiting afterwards. */
+static void track_switch(struct sampler *s, const struct qrec *q)
+{
+	const struct perf_event_header *hdr = (const void *)q->data;
+	struct pending_out *p;
+	uint32_t ids[2];
+
+	if (hdr->type != PERF_RECORD_SWITCH || q->size < sizeof(*hdr) + 32)
+		return;
+	memcpy(ids, q->data + q->size - 32, 8);
+	p = hashmap__get(s->pending_outs, ids[1]);
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p || hashmap__set(s->pending_outs, ids[1], p)) {
+			free(p);
+			return;
+		}
+	}
+	p->pid = ids[0];
+	if ((hdr->misc & PERF_RECORD_MISC_SWITCH_OUT) && q->time > p->out_time)
+		p->out_time = q->time;
+	else if (!(hdr->misc & PERF_RECORD_MISC_SWITCH_OUT) && q->time > p->in_time)
+		p->in_time = q->time;
+}
+
 static void take_record(struct qrec *rec, void *ctx)
 {
 	struct sampler *s = ctx;
 
 	capture_cmdline(s, rec);
+	if (!s->use_switch_event && s->opts.mode == SAMPLER_MODE_WALL)
+		track_switch(s, rec);
 	if (queue__push(&s->queue, rec))
 		free(rec);
 }
@@ -461,6 +509,57 @@ static void attach_cmdline(struct sampler *s, uint32_t pid, bool exec)
 	s->rec.cmdline = s->held_cmdline;
 }
 
+static uint8_t *read_stack(pid_t pid, uint64_t sp, uint64_t size, uint64_t *got);
+
+static void capture_free(struct outside_capture *c)
+{
+	if (c)
+		free(c->stack);
+	free(c);
+}
+
+/*
+ * Threads whose last drained switch record is a switch-out are (most likely) still
+ * waiting: read their syscall and stack from outside now, while that is exact.
+ */
+static void capture_waiting(struct sampler *s)
+{
+	size_t cursor = 0;
+	uint64_t key;
+	void *value;
+
+	while (hashmap__next(s->pending_outs, &cursor, &key, &value)) {
+		struct pending_out *p = value;
+		struct outside_capture *c;
+		uint64_t sp, pc;
+		int64_t nr;
+		char state;
+
+		if (p->out_time <= p->in_time)
+			continue;
+		state = procfs_task_state((pid_t)p->pid, (pid_t)key);
+		if ((state != 'S' && state != 'D') ||
+		    procfs_task_syscall((pid_t)p->pid, (pid_t)key, &nr, &sp, &pc))
+			continue;
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			continue;
+		c->out_time = p->out_time;
+		c->syscall = nr;
+		c->regs[SREG_SP] = sp;
+		c->regs[SREG_IP] = pc;
+		c->stack = read_stack((pid_t)p->pid, sp, s->opts.stack_bytes, &c->stack_size);
+		capture_free(hashmap__remove(s->captures, key));
+		if (hashmap__set(s->captures, key, c))
+			capture_free(c);
+	}
+	cursor = 0;
+	while (hashmap__next(s->pending_outs, &cursor, &key, &value))
+		free(value);
+	hashmap__free(s->pending_outs);
+	s->pending_outs = hashmap__new();
+}
+
 static void drain_rings(struct sampler *s)
 {
 	uint32_t cpu;
@@ -469,6 +568,8 @@ static void drain_rings(struct sampler *s)
 		if (s->rings[cpu].base)
 			ring__drain(&s->rings[cpu], record_time, take_record, s);
 	}
+	if (s->pending_outs && hashmap__count(s->pending_outs))
+		capture_waiting(s);
 }
 
 static void release_held(struct sampler *s)
@@ -510,17 +611,17 @@ static struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t,
 		r->sample.stack_at_switch = true;
 		s->held[1] = t->out_sample;
 		t->out_sample = NULL;
-	} else if (t->attach_stack || t->attach_syscall >= 0) {
-		r->sample.syscall = t->attach_syscall;
-		r->sample.stack.valid = t->attach_stack != NULL;
-		memcpy(r->sample.stack.regs, t->attach_regs, sizeof(t->attach_regs));
-		r->sample.stack.data = t->attach_stack;
-		r->sample.stack.size = t->attach_stack_size;
+	} else if (t->outside_stack || t->outside_syscall >= 0) {
+		r->sample.syscall = t->outside_syscall;
+		r->sample.stack.valid = t->outside_stack != NULL;
+		memcpy(r->sample.stack.regs, t->outside_regs, sizeof(t->outside_regs));
+		r->sample.stack.data = t->outside_stack;
+		r->sample.stack.size = t->outside_stack_size;
 		r->sample.stack_at_switch = true;
-		s->held_stack = t->attach_stack;
-		t->attach_stack = NULL;
+		s->held_stack = t->outside_stack;
+		t->outside_stack = NULL;
 	}
-	t->attach_syscall = -1;
+	t->outside_syscall = -1;
 	free(t->out_sample);
 	t->out_sample = NULL;
 	t->out = false;
@@ -556,6 +657,23 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 	return &s->rec;
 }
 
+/* Takes what was read from outside for the wait that began at @out_time, if anything. */
+static void adopt_capture(struct sampler *s, struct task_state *t, uint64_t out_time)
+{
+	struct outside_capture *c = hashmap__get(s->captures, t->tid);
+
+	if (!c || c->out_time != out_time)
+		return;
+	hashmap__remove(s->captures, t->tid);
+	free(t->outside_stack);
+	t->outside_syscall = c->syscall;
+	memcpy(t->outside_regs, c->regs, sizeof(c->regs));
+	t->outside_stack = c->stack;
+	t->outside_stack_size = c->stack_size;
+	c->stack = NULL;
+	capture_free(c);
+}
+
 static const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, uint32_t pid,
 					   uint32_t tid)
 {
@@ -577,6 +695,7 @@ static const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, ui
 			t->out_sample = t->switch_sample;
 			t->switch_sample = NULL;
 		}
+		adopt_capture(s, t, q->time);
 		return NULL;
 	}
 	if (!t->out) {
@@ -912,6 +1031,18 @@ void sampler__free(struct sampler *s)
 			free(value);
 	}
 	hashmap__free(s->cmdlines);
+	cursor = 0;
+	if (s->pending_outs) {
+		while (hashmap__next(s->pending_outs, &cursor, &key, &value))
+			free(value);
+	}
+	hashmap__free(s->pending_outs);
+	cursor = 0;
+	if (s->captures) {
+		while (hashmap__next(s->captures, &cursor, &key, &value))
+			capture_free(value);
+	}
+	hashmap__free(s->captures);
 	hashmap__free(s->tasks);
 	hashmap__free(s->procs);
 	hashmap__free(s->roles);
@@ -959,7 +1090,10 @@ static struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->tasks = hashmap__new();
 	s->procs = hashmap__new();
 	s->cmdlines = hashmap__new();
-	if (!s->roles || !s->tasks || !s->procs || !s->cmdlines) {
+	s->pending_outs = hashmap__new();
+	s->captures = hashmap__new();
+	if (!s->roles || !s->tasks || !s->procs || !s->cmdlines || !s->pending_outs ||
+	    !s->captures) {
 		sampler__free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -1078,10 +1212,11 @@ static void note_blocked(struct sampler *s, struct task_state *t)
 	t->wait = SAMPLER_WAIT_BLOCKED;
 	if (procfs_task_syscall((pid_t)t->pid, (pid_t)t->tid, &nr, &sp, &pc))
 		return;
-	t->attach_syscall = nr;
-	t->attach_regs[SREG_SP] = sp;
-	t->attach_regs[SREG_IP] = pc;
-	t->attach_stack = read_stack((pid_t)t->pid, sp, s->opts.stack_bytes, &t->attach_stack_size);
+	t->outside_syscall = nr;
+	t->outside_regs[SREG_SP] = sp;
+	t->outside_regs[SREG_IP] = pc;
+	t->outside_stack =
+		read_stack((pid_t)t->pid, sp, s->opts.stack_bytes, &t->outside_stack_size);
 }
 
 /* Records for what a process already is: its maps, its threads and their names. */

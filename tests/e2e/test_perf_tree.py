@@ -270,6 +270,16 @@ class Privileges(unittest.TestCase):
         trace = Trace(out)
         self.assertTrue(trace.named("busy_inner"))
         self.assertEqual(trace.nesting_errors, [])
+        # No context-switch samples without privilege: long waits are read from outside
+        # (/proc/TID/syscall and the stack) while the thread is still switched out.
+        spans = [s for s in trace.named("sleep") if s.cat == "off-cpu"]
+        for start, end in fixture_sleeps(p.stdout):
+            match = [s for s in spans if abs(s.start_ns - start) < NS_PER_MS and
+                     abs(s.end_ns - end) < NS_PER_MS]
+            self.assertEqual(len(match), 1, spans)
+            self.assertIn("sleep_inner", match[0].ancestors())
+        waits = [s for s in trace.named("wait for child") if "main" in s.ancestors()]
+        self.assertTrue(waits)
 
 
 class Interrupt(unittest.TestCase):
