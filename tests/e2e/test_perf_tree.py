@@ -282,6 +282,33 @@ class Privileges(unittest.TestCase):
         self.assertTrue(waits)
 
 
+class KernelFrames(unittest.TestCase):
+    def test_kernel_frames_below_the_syscall(self):
+        if os.geteuid() != 0:
+            self.skipTest("--kernel needs root (kernel samples and /proc/kallsyms addresses)")
+        d = tempfile.mkdtemp()
+        try:
+            out = os.path.join(d, "k.json")
+            p = run_tool(["-q", "--kernel", "-o", out, "--", FIXTURE])
+            self.assertEqual(p.returncode, 7, p.stderr)
+            trace = Trace(out)
+            self.assertEqual(trace.nesting_errors, [])
+            sleeps = [s for s in trace.named("sleep") if s.cat == "off-cpu"]
+            self.assertEqual(len(sleeps), 2)
+            for span in sleeps:
+                chain = span.ancestors()
+                self.assertEqual(chain[0], "schedule")
+                self.assertEqual(trace_cat(span.parent), "kernel")
+                libc = chain.index("clock_nanosleep@@GLIBC_2.17")
+                self.assertIn("do_syscall_64", chain[:libc])
+        finally:
+            shutil.rmtree(d)
+
+
+def trace_cat(s):
+    return s.cat
+
+
 class Interrupt(unittest.TestCase):
     def test_ctrl_c_writes_the_trace_and_leaves_the_command_running(self):
         d = tempfile.mkdtemp()
