@@ -17,7 +17,8 @@ PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lz -ldw -lelf
 BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARNINGS) -DPYTRACE_VERSION='"$(VERSION)"' -MMD -MP $(PKG_CFLAGS)
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-LIB_SRCS := $(wildcard common/*.c) $(wildcard trace/*.c) $(wildcard sampler/*.c) \
+LIB_SRCS := $(wildcard common/*.c) $(wildcard cpython/*.c) $(wildcard trace/*.c) \
+	$(wildcard sampler/*.c) \
 	$(wildcard symbolize/*.c)
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/*/test_*.c)

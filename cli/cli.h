@@ -31,7 +31,12 @@ struct cli_opts {
 	pid_t *pids;
 	size_t npids;
 	char **argv; /* the command to launch, or NULL */
+	bool dump;   /* the dump subcommand */
+	bool native; /* native frames too */
 };
+
+/* Prints the Python stacks of the -p trees once; returns the exit status. */
+int cli_dump(const struct cli_opts *opts);
 
 /* Runs one recording from start to summary; returns the process exit status. */
 int cli_record(const struct cli_opts *opts);

@@ -18,6 +18,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: pytrace-sample [options] -- CMD [ARGS...]   launch CMD and trace its whole process tree\n"
 		"       pytrace-sample [options] -p PID[,PID...]    attach to running processes and their descendants\n"
+		"       pytrace-sample dump -p PID[,PID...]         print every thread's Python stack once\n"
 		"\n"
 		"Samples the stacks of every thread of a process tree and writes a time-ordered flame chart\n"
 		"(Chrome Trace Event Format): open it at https://ui.perfetto.dev or in Chrome DevTools >\n"
@@ -36,6 +37,8 @@ static void usage(FILE *f)
 		"                        spans labelled with why (sleep, lock wait, read, poll, preempted ...);\n"
 		"                        cpu: on-CPU samples only\n"
 		"      --kernel          add kernel frames (needs root or CAP_PERFMON with kptr access)\n"
+		"      --native          in Python processes, native frames too: each interpreter frame\n"
+		"                        is replaced by the Python frames it was running\n"
 		"      --stack-size N    bytes of user stack copied per sample for unwinding (default 16384,\n"
 		"                        multiple of 8, at most 65528); deeper native frames are cut\n"
 		"  -d, --duration SECS   stop after SECS seconds (the command keeps running)\n"
@@ -106,13 +109,14 @@ static int bad_usage(const char *fmt, ...)
 /* Fills @o from the command line; returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, struct cli_opts *o)
 {
-	enum { OPT_FORMAT = 256, OPT_MODE, OPT_KERNEL, OPT_STACK };
+	enum { OPT_FORMAT = 256, OPT_MODE, OPT_KERNEL, OPT_STACK, OPT_NATIVE };
 	static const struct option long_opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "frequency", required_argument, NULL, 'F' },
 		{ "mode", required_argument, NULL, OPT_MODE },
 		{ "kernel", no_argument, NULL, OPT_KERNEL },
+		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "stack-size", required_argument, NULL, OPT_STACK },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "pid", required_argument, NULL, 'p' },
@@ -125,6 +129,11 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 	char *end;
 	int c;
 
+	if (argc > 1 && !strcmp(argv[1], "dump")) {
+		o->dump = true;
+		argv++;
+		argc--;
+	}
 	while ((c = getopt_long(argc, argv, "+o:F:d:p:qvhV", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
@@ -153,6 +162,9 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 			break;
 		case OPT_KERNEL:
 			o->sampler.kernel_stacks = true;
+			break;
+		case OPT_NATIVE:
+			o->native = true;
 			break;
 		case OPT_STACK: {
 			long n = strtol(optarg, &end, 10);
@@ -193,6 +205,8 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 	}
 	if (optind < argc)
 		o->argv = argv + optind;
+	if (o->dump && (o->argv || !o->npids))
+		return bad_usage("%s", "dump needs -p PID and no command");
 	if (!o->argv == !o->npids)
 		return bad_usage("%s",
 				 o->npids ? "give either -p PID or -- CMD, not both"
@@ -217,7 +231,7 @@ int main(int argc, char **argv)
 						  : LOG_WARN);
 		/* Never ask a debuginfod server: no network, and no waiting on one. */
 		unsetenv("DEBUGINFOD_URLS");
-		status = cli_record(&opts);
+		status = opts.dump ? cli_dump(&opts) : cli_record(&opts);
 	}
 	free(opts.pids);
 	return status;

@@ -121,6 +121,20 @@ uint64_t sampler_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+int sampler_list_tree(pid_t pid, pid_t **pids, size_t *count)
+{
+	*pids = NULL;
+	*count = 0;
+	if (kill(pid, 0) && errno == ESRCH)
+		return -ESRCH;
+	return procfs_descendants(pid, pids, count);
+}
+
+int sampler_list_threads(pid_t pid, pid_t **tids, size_t *count)
+{
+	return procfs_tasks(pid, tids, count);
+}
+
 int sampler_read_cmdline(pid_t pid, char *buf, size_t size)
 {
 	return procfs_cmdline(pid, buf, size);

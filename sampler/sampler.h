@@ -166,6 +166,12 @@ void sampler__stats(const struct sampler *s, struct sampler_stats *stats);
 /* Closes every event and frees; the target is left exactly as it was. Accepts NULL. */
 void sampler__free(struct sampler *s);
 
+/* @pid and all its descendants now, @pid first. Caller frees *@pids. 0 or -errno. */
+int sampler_list_tree(pid_t pid, pid_t **pids, size_t *count);
+
+/* The threads of @pid now. Caller frees *@tids. 0 or -errno (-ESRCH: no such process). */
+int sampler_list_threads(pid_t pid, pid_t **tids, size_t *count);
+
 /* The command line of a live process, NULs as spaces. 0 or -errno. */
 int sampler_read_cmdline(pid_t pid, char *buf, size_t size);
 

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../common/elf.h"
 #include "../common/hashmap.h"
 #include "../common/log.h"
 #include "internal.h"
@@ -227,40 +228,6 @@ static const Dwfl_Callbacks dwfl_callbacks = {
 	.debuginfo_path = &debuginfo_path,
 };
 
-/* The load bias of an ET_DYN file mapped at @m: where its vaddr 0 lands. */
-static int load_bias(const struct mapping *m, uint64_t *bias, bool *is_exec)
-{
-	int fd = open(m->path, O_RDONLY | O_CLOEXEC);
-	size_t nphdr, i;
-	GElf_Ehdr ehdr;
-	Elf *elf;
-	int err = -ENOEXEC;
-
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || !gelf_getehdr(elf, &ehdr) || elf_getphdrnum(elf, &nphdr))
-		goto out;
-	*is_exec = ehdr.e_type == ET_EXEC;
-	for (i = 0; i < nphdr; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		if (m->pgoff >= (ph.p_offset & ~(uint64_t)4095) &&
-		    m->pgoff < ph.p_offset + ph.p_filesz) {
-			*bias = m->start - (ph.p_vaddr - (ph.p_offset - m->pgoff));
-			err = 0;
-			break;
-		}
-	}
-out:
-	if (elf)
-		elf_end(elf);
-	close(fd);
-	return err;
-}
-
 static bool reported_already(const struct addrspace *as, size_t upto, const char *path)
 {
 	size_t i;
@@ -330,7 +297,7 @@ static void report_mapping(struct symbolizer *sym, struct addrspace *as, size_t 
 	} else {
 		base = strrchr(m.path, '/') + 1;
 	}
-	if (load_bias(&m, &bias, &is_exec))
+	if (elf_load_bias(m.path, m.start, m.pgoff, &bias, &is_exec))
 		return;
 	if (dwfl_report_elf(as->dwfl, base, m.path, -1, is_exec ? 0 : bias, false))
 		sym->stats.modules_loaded++;

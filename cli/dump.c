@@ -1,0 +1,88 @@
+/* `pytrace-sample dump -p PID`: the Python stack of every thread of a tree, once. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cpython/cpython.h"
+#include "../sampler/sampler.h"
+#include "cli.h"
+
+static void print_thread(struct cpython_process *p, uint32_t tid)
+{
+	struct cpython_mem mem = { cpython_read_process, &p->pid };
+	struct cpython_frame *frames = calloc(CPYTHON_MAX_FRAMES, sizeof(*frames));
+	char comm[64] = "", path[64];
+	FILE *f;
+	int n, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", p->pid, tid);
+	f = fopen(path, "re");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+	}
+	n = frames ? cpython_walk(p, NULL, tid, 1, frames, CPYTHON_MAX_FRAMES) : -ENOMEM;
+	printf("  Thread %u (%s)%s\n", tid, comm,
+	       n == 0  ? ": no Python frames"
+	       : n < 0 ? ": unreadable"
+		       : "");
+	for (i = 0; i < n; i++) {
+		struct cpython_code code;
+
+		if (cpython_read_code(&p->layout, &mem, frames[i].code, &code)) {
+			printf("    [unreadable code object 0x%llx]\n",
+			       (unsigned long long)frames[i].code);
+			continue;
+		}
+		printf("    %s (%s:%u)\n", code.name, code.filename,
+		       cpython_line(p->layout.lines, code.linetable, code.linetable_len,
+				    code.firstlineno, frames[i].lasti));
+		free(code.linetable);
+	}
+	free(frames);
+}
+
+static void print_process(pid_t pid)
+{
+	struct cpython_process *p = cpython_process__find(pid);
+	char cmdline[512] = "?";
+	pid_t *tids = NULL;
+	size_t ntids = 0, i;
+
+	sampler_read_cmdline(pid, cmdline, sizeof(cmdline));
+	if (!p) {
+		printf("Process %d: %s\n  not a Python process (no CPython runtime mapped)\n", pid,
+		       cmdline);
+		return;
+	}
+	printf("Process %d: %s\n  Python 3.%u\n", pid, cmdline, p->layout.minor);
+	if (!sampler_list_threads(pid, &tids, &ntids)) {
+		for (i = 0; i < ntids; i++)
+			print_thread(p, (uint32_t)tids[i]);
+	}
+	free(tids);
+	cpython_process__put(p);
+}
+
+int cli_dump(const struct cli_opts *o)
+{
+	size_t i, j;
+
+	for (i = 0; i < o->npids; i++) {
+		pid_t *tree = NULL;
+		size_t n = 0;
+		int err = sampler_list_tree(o->pids[i], &tree, &n);
+
+		if (err) {
+			fprintf(stderr, "pytrace-sample: no such process: %d\n", o->pids[i]);
+			free(tree);
+			return EXIT_NO_PROCESS;
+		}
+		for (j = 0; j < n; j++)
+			print_process(tree[j]);
+		free(tree);
+	}
+	return 0;
+}

@@ -1,0 +1,255 @@
+/* Code objects, str objects and the three generations of line tables. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpython.h"
+
+#define MAX_STRING_CHARS 4096
+#define MAX_LINETABLE (256 * 1024)
+
+/* Appends code point @c as UTF-8; lone surrogates and bad values become U+FFFD. */
+static size_t put_utf8(char *out, size_t room, uint32_t c)
+{
+	if ((c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
+		c = 0xfffd;
+	if (c < 0x80 && room >= 1) {
+		out[0] = (char)c;
+		return 1;
+	}
+	if (c < 0x800 && room >= 2) {
+		out[0] = (char)(0xc0 | c >> 6);
+		out[1] = (char)(0x80 | (c & 0x3f));
+		return 2;
+	}
+	if (c < 0x10000 && room >= 3) {
+		out[0] = (char)(0xe0 | c >> 12);
+		out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+		out[2] = (char)(0x80 | (c & 0x3f));
+		return 3;
+	}
+	if (c >= 0x10000 && room >= 4) {
+		out[0] = (char)(0xf0 | c >> 18);
+		out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+		out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+		out[3] = (char)(0x80 | (c & 0x3f));
+		return 4;
+	}
+	return 0;
+}
+
+int cpython_read_string(const struct cpython_layout *l, const struct cpython_mem *mem,
+			uint64_t addr, char *buf, size_t size)
+{
+	uint8_t raw[MAX_STRING_CHARS * 4];
+	uint32_t state;
+	int64_t length;
+	unsigned kind, compact, ascii;
+	size_t i, out = 0, chars;
+
+	buf[0] = '\0';
+	if (!addr || size < 5)
+		return -EINVAL;
+	if (mem->read(mem->ctx, addr + l->unicode_state, &state, 4) ||
+	    mem->read(mem->ctx, addr + l->unicode_length, &length, 8))
+		return -EFAULT;
+	/* state bits: interned:2 kind:3 compact:1 ascii:1, the same from 3.8 to 3.14. */
+	kind = (state >> 2) & 7;
+	compact = (state >> 5) & 1;
+	ascii = (state >> 6) & 1;
+	if (!compact || (kind != 1 && kind != 2 && kind != 4) || length < 0 || (ascii && kind != 1))
+		return -EINVAL;
+	chars = (size_t)length < MAX_STRING_CHARS ? (size_t)length : MAX_STRING_CHARS;
+	if (chars &&
+	    mem->read(mem->ctx, addr + (ascii ? l->unicode_ascii_size : l->unicode_compact_size),
+		      raw, chars * kind))
+		return -EFAULT;
+	for (i = 0; i < chars; i++) {
+		uint32_t c;
+		size_t w;
+
+		if (kind == 1) {
+			c = raw[i];
+		} else if (kind == 2) {
+			uint16_t u;
+
+			memcpy(&u, raw + 2 * i, 2);
+			c = u;
+		} else {
+			memcpy(&c, raw + 4 * i, 4);
+		}
+		w = put_utf8(buf + out, size - 1 - out, c);
+		if (!w)
+			break; /* out of room: truncated */
+		out += w;
+	}
+	buf[out] = '\0';
+	return 0;
+}
+
+static int read_bytes_object(const struct cpython_layout *l, const struct cpython_mem *mem,
+			     uint64_t addr, uint8_t **data, uint32_t *len)
+{
+	int64_t size;
+
+	*data = NULL;
+	*len = 0;
+	if (!addr || mem->read(mem->ctx, addr + l->bytes_size, &size, 8))
+		return -EFAULT;
+	if (size < 0 || size > MAX_LINETABLE)
+		return -EINVAL;
+	*data = malloc(size ? (size_t)size : 1);
+	if (!*data)
+		return -ENOMEM;
+	if (size && mem->read(mem->ctx, addr + l->bytes_sval, *data, (size_t)size)) {
+		free(*data);
+		*data = NULL;
+		return -EFAULT;
+	}
+	*len = (uint32_t)size;
+	return 0;
+}
+
+int cpython_read_code(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t code,
+		      struct cpython_code *out)
+{
+	uint64_t filename, name, linetable;
+	int32_t firstlineno;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (mem->read(mem->ctx, code + l->code_filename, &filename, 8) ||
+	    mem->read(mem->ctx, code + (l->code_qualname ? l->code_qualname : l->code_name), &name,
+		      8) ||
+	    mem->read(mem->ctx, code + l->code_linetable, &linetable, 8) ||
+	    mem->read(mem->ctx, code + l->code_firstlineno, &firstlineno, 4))
+		return -EFAULT;
+	err = cpython_read_string(l, mem, name, out->name, sizeof(out->name));
+	if (!err)
+		err = cpython_read_string(l, mem, filename, out->filename, sizeof(out->filename));
+	if (err)
+		return err;
+	out->firstlineno = firstlineno > 0 ? (uint32_t)firstlineno : 0;
+	/* Without a line table the function is still named; lines fall back to the first. */
+	read_bytes_object(l, mem, linetable, &out->linetable, &out->linetable_len);
+	return 0;
+}
+
+/* 3.8, 3.9: (address increment, line increment) byte pairs; addresses in bytes. */
+static uint32_t lnotab_line(const uint8_t *t, size_t len, int64_t line, int32_t lasti)
+{
+	int64_t addr = 0;
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2) {
+		addr += t[i];
+		if (addr > lasti)
+			break;
+		line += (int8_t)t[i + 1];
+	}
+	return line > 0 ? (uint32_t)line : 0;
+}
+
+/* 3.10 (PEP 626): (start delta, line delta) pairs; -128 means "no line". */
+static uint32_t linetable_line(const uint8_t *t, size_t len, int64_t line, int32_t lasti)
+{
+	int64_t end = 0, ar_line = -1;
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2) {
+		int64_t start = end;
+		int8_t ldelta = (int8_t)t[i + 1];
+
+		end = start + t[i];
+		if (ldelta == -128) {
+			ar_line = -1;
+		} else {
+			line += ldelta;
+			ar_line = line;
+		}
+		if (lasti < end && lasti >= start)
+			return ar_line > 0 ? (uint32_t)ar_line : 0;
+	}
+	return 0;
+}
+
+static uint64_t read_varint(const uint8_t *t, size_t len, size_t *i)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+
+	do {
+		if (*i >= len || shift > 60)
+			return v;
+		b = t[(*i)++];
+		v |= (uint64_t)(b & 63) << shift;
+		shift += 6;
+	} while (b & 64);
+	return v;
+}
+
+static int64_t read_svarint(const uint8_t *t, size_t len, size_t *i)
+{
+	uint64_t v = read_varint(t, len, i);
+
+	return (v & 1) ? -(int64_t)(v >> 1) : (int64_t)(v >> 1);
+}
+
+/* 3.11+: the location table (InternalDocs/code_objects.md); lengths in code units. */
+static uint32_t locations_line(const uint8_t *t, size_t len, int64_t line, int32_t lasti)
+{
+	int64_t end = 0;
+	size_t i = 0;
+
+	while (i < len) {
+		uint8_t first = t[i++];
+		unsigned code = (first >> 3) & 15;
+		int64_t start = end, ar_line;
+
+		if (!(first & 0x80))
+			continue; /* resynchronise on the next entry start */
+		end = start + 2 * ((first & 7) + 1);
+		switch (code) {
+		case 15: /* no location */
+			ar_line = -1;
+			break;
+		case 14: /* long form */
+		case 13: /* no column */
+			line += read_svarint(t, len, &i);
+			ar_line = line;
+			break;
+		case 10:
+		case 11:
+		case 12: /* one line, line delta in the code */
+			line += code - 10;
+			ar_line = line;
+			break;
+		default: /* short forms: same line */
+			ar_line = line;
+			break;
+		}
+		/* Skip the rest of the entry: bytes without the start bit. */
+		while (i < len && !(t[i] & 0x80))
+			i++;
+		if (lasti >= start && lasti < end)
+			return ar_line > 0 ? (uint32_t)ar_line : 0;
+	}
+	return 0;
+}
+
+uint32_t cpython_line(enum cpython_lines kind, const uint8_t *table, size_t len,
+		      uint32_t firstlineno, int32_t lasti)
+{
+	if (lasti < 0 || !table)
+		return firstlineno;
+	switch (kind) {
+	case CPYTHON_LNOTAB:
+		return lnotab_line(table, len, firstlineno, lasti);
+	case CPYTHON_LINETABLE:
+		return linetable_line(table, len, firstlineno, lasti);
+	case CPYTHON_LOCATIONS:
+		return locations_line(table, len, firstlineno, lasti);
+	}
+	return 0;
+}

@@ -1,0 +1,161 @@
+/*
+ * Everything about CPython's memory layout, in one place: finding the runtime in a
+ * process, its threads, their frame chains, code objects, strings and line tables, for
+ * CPython 3.8 through 3.14. Every read goes through a reader that may fail; every loop
+ * over target memory is bounded and cycle-checked. Used by sampler/ (frame walks) and
+ * symbolize/ (names and lines).
+ */
+#ifndef PYTRACE_CPYTHON_CPYTHON_H
+#define PYTRACE_CPYTHON_CPYTHON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CPYTHON_MAX_FRAMES 1024
+#define CPYTHON_MAX_THREADS 4096
+
+enum cpython_instr {
+	CPYTHON_LASTI_BYTES, /* 3.8, 3.9: f_lasti in bytes */
+	CPYTHON_LASTI_UNITS, /* 3.10: f_lasti in code units */
+	CPYTHON_PREV_INSTR,  /* 3.11, 3.12: prev_instr pointer into co_code_adaptive */
+	CPYTHON_INSTR_PTR,   /* 3.13+: instr_ptr pointer into co_code_adaptive */
+};
+
+enum cpython_lines {
+	CPYTHON_LNOTAB,	   /* 3.8, 3.9 */
+	CPYTHON_LINETABLE, /* 3.10 (PEP 626) */
+	CPYTHON_LOCATIONS, /* 3.11+ location table */
+};
+
+/* Offsets of one CPython minor version, from built-in tables or _Py_DebugOffsets. */
+struct cpython_layout {
+	unsigned minor; /* 8 .. 14 */
+	uint64_t runtime_interpreters_head;
+	uint64_t interp_next, interp_threads_head;
+	uint64_t tstate_next, tstate_interp, tstate_thread_id, tstate_native_thread_id;
+	uint64_t tstate_frame; /* frame, cframe (3.11, 3.12) or current_frame */
+	bool frame_via_cframe; /* 3.11, 3.12: tstate->cframe->current_frame */
+	uint64_t cframe_current_frame;
+	uint64_t frame_previous, frame_code, frame_instr, frame_owner; /* owner: 3.11+ */
+	uint64_t frame_is_entry;      /* 3.11 only: the is_entry flag */
+	uint64_t frame_size;	      /* bytes to read per frame */
+	bool code_tagged;	      /* 3.14: f_executable is a tagged stack reference */
+	unsigned owner_first_skipped; /* owners >= this are C-stack/interpreter shims */
+	enum cpython_instr instr;
+	uint64_t code_filename, code_name, code_qualname, code_firstlineno, code_linetable;
+	uint64_t code_adaptive; /* 3.11+: offset of the bytecode inside the code object */
+	enum cpython_lines lines;
+	uint64_t unicode_state, unicode_length, unicode_ascii_size, unicode_compact_size;
+	uint64_t bytes_size, bytes_sval;
+};
+
+/* How to read the target's memory: @read returns 0 when all @len bytes were read. */
+struct cpython_mem {
+	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+	void *ctx;
+};
+
+/* A reader over a live process with process_vm_readv; @ctx must point at the pid. */
+int cpython_read_process(void *pid_ptr, uint64_t addr, void *buf, size_t len);
+
+/* The built-in layout of 3.@minor (8..12), or NULL. */
+const struct cpython_layout *cpython_builtin_layout(unsigned minor);
+
+/*
+ * Decodes a 3.13 or 3.14 _Py_DebugOffsets image (the first bytes of _PyRuntime): checks
+ * the cookie, the version against @minor (0: any) and refuses free-threaded builds.
+ * 0 or -EINVAL / -ENOTSUP.
+ */
+int cpython_decode_debug_offsets(const uint8_t *image, size_t len, unsigned minor,
+				 struct cpython_layout *out);
+
+/* Bytes of _PyRuntime needed by cpython_decode_debug_offsets(). */
+#define CPYTHON_DEBUG_OFFSETS_BYTES 1024
+
+/*
+ * Looks in the ELF file at @path for _PyRuntime in .dynsym (never running the file).
+ * On success stores its file address (before load bias), the minor version (from
+ * Py_Version, else the file name; 0 when unknown) and whether the file is ET_EXEC.
+ * -ENOENT when the file holds no CPython runtime.
+ */
+int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *minor, bool *is_exec);
+
+/*
+ * For an executable mapping of @path at @start (file offset @pgoff): when the file is
+ * CPython's interpreter or libpython, the address of _PyRuntime in that process and
+ * the minor version (0 when unknown). -ENOENT otherwise.
+ */
+int cpython_locate(const char *path, uint64_t start, uint64_t pgoff, uint64_t *runtime,
+		   unsigned *minor);
+
+/* A Python process: its runtime and layout, shared (refcounted) by whoever reads it. */
+struct cpython_process {
+	int refs;
+	pid_t pid;
+	uint64_t runtime; /* address of _PyRuntime in the process */
+	struct cpython_layout layout;
+	uint64_t pthread_tid_offset;	/* <= 3.10: where glibc keeps the tid */
+	struct cpython_thread *threads; /* cached tid -> thread state */
+	size_t nthreads;
+	uint64_t threads_read_ns;
+};
+
+struct cpython_thread {
+	uint32_t tid;
+	uint64_t tstate;
+};
+
+/*
+ * Makes the reader of a Python process whose runtime is at @runtime in memory, reading
+ * 3.13+ offsets from the target. NULL with errno set (EINVAL: not a valid runtime).
+ */
+struct cpython_process *cpython_process__new(pid_t pid, uint64_t runtime, unsigned minor);
+
+/* Finds the runtime of a live process from /proc/PID/maps. NULL with errno set. */
+struct cpython_process *cpython_process__find(pid_t pid);
+
+/* The same interpreter in a forked child: same addresses, other pid. */
+struct cpython_process *cpython_process__fork(const struct cpython_process *parent, pid_t pid);
+struct cpython_process *cpython_process__get(struct cpython_process *p);
+void cpython_process__put(struct cpython_process *p);
+
+/* A Python frame as read from the target: enough to name it later. */
+struct cpython_frame {
+	uint64_t code;	      /* code object address */
+	uint64_t fingerprint; /* co_filename and co_name pointers, to catch a reused address */
+	int32_t lasti;	      /* instruction offset in bytes, -1 before the first */
+	bool entry;	      /* the first frame run by its C-level eval call */
+};
+
+/*
+ * Walks the frames of thread @tid, innermost first, into @frames (at most @max).
+ * Returns the count (0: not a Python thread, or no frames), or -errno. @mem reads the
+ * target (NULL: the process itself).
+ */
+int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
+		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max);
+
+/* What a code object says about itself. Strings are UTF-8, truncated, NUL-terminated. */
+struct cpython_code {
+	char name[256]; /* qualified name from 3.11 */
+	char filename[512];
+	uint32_t firstlineno;
+	uint8_t *linetable; /* malloc'd copy; caller frees */
+	uint32_t linetable_len;
+};
+
+/* Reads a code object. 0 or -errno (garbage gives -EINVAL, never a crash). */
+int cpython_read_code(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t code,
+		      struct cpython_code *out);
+
+/* Reads a str object as UTF-8 into @buf (always NUL-terminated). 0 or -errno. */
+int cpython_read_string(const struct cpython_layout *l, const struct cpython_mem *mem,
+			uint64_t addr, char *buf, size_t size);
+
+/* The line executing at byte offset @lasti of a code object's line table; 0 if none. */
+uint32_t cpython_line(enum cpython_lines kind, const uint8_t *table, size_t len,
+		      uint32_t firstlineno, int32_t lasti);
+
+#endif

@@ -1,0 +1,159 @@
+/* Finding CPython's runtime in an ELF file: .dynsym only, the file is never run. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/elf.h"
+#include "cpython.h"
+
+/* "libpython3.9.so.1.0" or "python3.12" -> 9 or 12; 0 when the name doesn't say. */
+static unsigned minor_from_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	const char *p = strstr(base ? base : path, "python3.");
+	unsigned minor;
+
+	if (p && sscanf(p + 8, "%u", &minor) == 1 && minor >= 8 && minor < 100)
+		return minor;
+	return 0;
+}
+
+/* Reads the 4-byte Py_Version (0x030B07F0 ...) from the file's section data. */
+static unsigned minor_from_py_version(Elf *elf, uint64_t vaddr)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+		uint32_t v;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || vaddr < sh.sh_addr ||
+		    vaddr + 4 > sh.sh_addr + sh.sh_size)
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data || !data->d_buf || vaddr - sh.sh_addr + 4 > data->d_size)
+			return 0;
+		memcpy(&v, (const char *)data->d_buf + (vaddr - sh.sh_addr), 4);
+		return v >> 24 == 3 ? (v >> 16) & 0xff : 0;
+	}
+	return 0;
+}
+
+int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *minor, bool *is_exec)
+{
+	uint64_t runtime = 0, py_version = 0;
+	Elf_Scn *scn = NULL;
+	GElf_Ehdr ehdr;
+	int fd, err = -ENOENT;
+	Elf *elf;
+
+	elf_version(EV_CURRENT);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || !gelf_getehdr(elf, &ehdr))
+		goto out;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+		size_t i, n;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
+			continue;
+		data = elf_getdata(scn, NULL);
+		n = data ? sh.sh_size / sh.sh_entsize : 0;
+		for (i = 0; i < n; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(data, (int)i, &sym) || sym.st_shndx == SHN_UNDEF)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (!name)
+				continue;
+			if (!strcmp(name, "_PyRuntime"))
+				runtime = sym.st_value;
+			else if (!strcmp(name, "Py_Version"))
+				py_version = sym.st_value;
+		}
+	}
+	if (!runtime)
+		goto out;
+	*runtime_vaddr = runtime;
+	*is_exec = ehdr.e_type == ET_EXEC;
+	*minor = py_version ? minor_from_py_version(elf, py_version) : 0;
+	if (!*minor)
+		*minor = minor_from_name(path);
+	err = 0;
+out:
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return err;
+}
+
+/* Files worth opening: the interpreter or libpython, by name. */
+static bool may_hold_runtime(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return !strncmp(base, "python", 6) || !strncmp(base, "libpython", 9);
+}
+
+int cpython_locate(const char *path, uint64_t start, uint64_t pgoff, uint64_t *runtime,
+		   unsigned *minor)
+{
+	uint64_t vaddr, bias;
+	bool is_exec, exec2;
+	int err;
+
+	if (path[0] != '/' || !may_hold_runtime(path))
+		return -ENOENT;
+	err = cpython_find_runtime(path, &vaddr, minor, &is_exec);
+	if (err)
+		return err;
+	err = elf_load_bias(path, start, pgoff, &bias, &exec2);
+	if (err)
+		return err;
+	*runtime = is_exec ? vaddr : bias + vaddr;
+	return 0;
+}
+
+struct cpython_process *cpython_process__find(pid_t pid)
+{
+	char path[64], line[4096];
+	struct cpython_process *p = NULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	while (!p && fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, off;
+		uint64_t runtime;
+		unsigned minor;
+		int name_at = 0;
+		char perms[8], *name;
+
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off,
+			   &name_at) < 4 ||
+		    !name_at || perms[2] != 'x')
+			continue;
+		name = line + name_at;
+		name[strcspn(name, "\n")] = '\0';
+		if (!cpython_locate(name, start, off, &runtime, &minor))
+			p = cpython_process__new(pid, runtime, minor);
+	}
+	fclose(f);
+	if (!p)
+		errno = ENOENT;
+	return p;
+}

@@ -1,0 +1,388 @@
+/*
+ * CPython's layouts: built-in tables for 3.8-3.12 (checked against each installed
+ * version's headers by tests/cpython/test_offsets.py) and decoders for the
+ * _Py_DebugOffsets that 3.13 and 3.14 keep at the start of _PyRuntime.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "cpython.h"
+
+/* Fields shared by every version. */
+#define COMMON_OBJECTS .unicode_state = 32, .unicode_length = 16, .bytes_size = 16, .bytes_sval = 32
+
+static const struct cpython_layout layout_38_39 = {
+	.runtime_interpreters_head = 32,
+	.interp_next = 0,
+	.interp_threads_head = 8,
+	.tstate_next = 8,
+	.tstate_interp = 16,
+	.tstate_thread_id = 176,
+	.tstate_frame = 24,
+	.frame_previous = 24,
+	.frame_code = 32,
+	.frame_instr = 104,
+	.frame_size = 112,
+	.owner_first_skipped = 256,
+	.instr = CPYTHON_LASTI_BYTES,
+	.code_filename = 104,
+	.code_name = 112,
+	.code_firstlineno = 40,
+	.code_linetable = 120,
+	.lines = CPYTHON_LNOTAB,
+	.unicode_ascii_size = 48,
+	.unicode_compact_size = 72,
+	COMMON_OBJECTS,
+};
+
+static const struct cpython_layout layout_310 = {
+	.minor = 10,
+	.runtime_interpreters_head = 32,
+	.interp_next = 0,
+	.interp_threads_head = 8,
+	.tstate_next = 8,
+	.tstate_interp = 16,
+	.tstate_thread_id = 176,
+	.tstate_frame = 24,
+	.frame_previous = 24,
+	.frame_code = 32,
+	.frame_instr = 96,
+	.frame_size = 104,
+	.owner_first_skipped = 256,
+	.instr = CPYTHON_LASTI_UNITS,
+	.code_filename = 104,
+	.code_name = 112,
+	.code_firstlineno = 40,
+	.code_linetable = 120,
+	.lines = CPYTHON_LINETABLE,
+	.unicode_ascii_size = 48,
+	.unicode_compact_size = 72,
+	COMMON_OBJECTS,
+};
+
+static const struct cpython_layout layout_311 = {
+	.minor = 11,
+	.runtime_interpreters_head = 40,
+	.interp_next = 0,
+	.interp_threads_head = 16,
+	.tstate_next = 8,
+	.tstate_interp = 16,
+	.tstate_thread_id = 152,
+	.tstate_native_thread_id = 160,
+	.tstate_frame = 56,
+	.frame_via_cframe = true,
+	.cframe_current_frame = 8,
+	.frame_previous = 48,
+	.frame_code = 32,
+	.frame_instr = 56,
+	.frame_owner = 69,
+	.frame_is_entry = 68,
+	.frame_size = 72,
+	.owner_first_skipped = 3,
+	.instr = CPYTHON_PREV_INSTR,
+	.code_filename = 112,
+	.code_name = 120,
+	.code_qualname = 128,
+	.code_firstlineno = 72,
+	.code_linetable = 136,
+	.code_adaptive = 184,
+	.lines = CPYTHON_LOCATIONS,
+	.unicode_ascii_size = 48,
+	.unicode_compact_size = 72,
+	COMMON_OBJECTS,
+};
+
+static const struct cpython_layout layout_312 = {
+	.minor = 12,
+	.runtime_interpreters_head = 40,
+	.interp_next = 0,
+	.interp_threads_head = 72,
+	.tstate_next = 8,
+	.tstate_interp = 16,
+	.tstate_thread_id = 136,
+	.tstate_native_thread_id = 144,
+	.tstate_frame = 56,
+	.frame_via_cframe = true,
+	.cframe_current_frame = 0,
+	.frame_previous = 8,
+	.frame_code = 0,
+	.frame_instr = 56,
+	.frame_owner = 70,
+	.frame_size = 72,
+	.owner_first_skipped = 3,
+	.instr = CPYTHON_PREV_INSTR,
+	.code_filename = 112,
+	.code_name = 120,
+	.code_qualname = 128,
+	.code_firstlineno = 68,
+	.code_linetable = 136,
+	.code_adaptive = 192,
+	.lines = CPYTHON_LOCATIONS,
+	.unicode_ascii_size = 40,
+	.unicode_compact_size = 56,
+	COMMON_OBJECTS,
+};
+
+const struct cpython_layout *cpython_builtin_layout(unsigned minor)
+{
+	static struct cpython_layout l38, l39;
+
+	switch (minor) {
+	case 8:
+		l38 = layout_38_39;
+		l38.minor = 8;
+		return &l38;
+	case 9:
+		l39 = layout_38_39;
+		l39.minor = 9;
+		return &l39;
+	case 10:
+		return &layout_310;
+	case 11:
+		return &layout_311;
+	case 12:
+		return &layout_312;
+	default:
+		return NULL;
+	}
+}
+
+/* _Py_DebugOffsets of 3.13, as in its Include/internal/pycore_runtime.h. */
+struct debug_offsets_313 {
+	char cookie[8];
+	uint64_t version, free_threaded;
+	struct {
+		uint64_t size, finalizing, interpreters_head;
+	} runtime_state;
+	struct {
+		uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins,
+			ceval_gil, gil_runtime_state, gil_enabled, gil_locked, gil_holder;
+	} interpreter_state;
+	struct {
+		uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
+			datastack_chunk, status;
+	} thread_state;
+	struct {
+		uint64_t size, previous, executable, instr_ptr, localsplus, owner;
+	} interpreter_frame;
+	struct {
+		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
+			localsplusnames, localspluskinds, co_code_adaptive;
+	} code_object;
+	struct {
+		uint64_t size, ob_type;
+	} pyobject;
+	struct {
+		uint64_t size, tp_name, tp_repr, tp_flags;
+	} type_object;
+	struct {
+		uint64_t size, ob_item, ob_size;
+	} tuple_object, list_object;
+	struct {
+		uint64_t size, ma_keys, ma_values;
+	} dict_object;
+	struct {
+		uint64_t size, ob_fval;
+	} float_object;
+	struct {
+		uint64_t size, lv_tag, ob_digit;
+	} long_object;
+	struct {
+		uint64_t size, ob_size, ob_sval;
+	} bytes_object;
+	struct {
+		uint64_t size, state, length, asciiobject_size;
+	} unicode_object;
+	struct {
+		uint64_t size, collecting;
+	} gc;
+};
+
+/*
+ * _Py_DebugOffsets of 3.14 (Include/internal/pycore_debug_offsets.h): interpreter state
+ * gained threads_main, code_object_generation and tlbc_generation; frames stackpointer
+ * and tlbc_index; code objects co_tlbc; a set object section sits before dict.
+ */
+struct debug_offsets_314 {
+	char cookie[8];
+	uint64_t version, free_threaded;
+	struct {
+		uint64_t size, finalizing, interpreters_head;
+	} runtime_state;
+	struct {
+		uint64_t size, id, next, threads_head, threads_main, gc, imports_modules, sysdict,
+			builtins, ceval_gil, gil_runtime_state, gil_enabled, gil_locked, gil_holder,
+			code_object_generation, tlbc_generation;
+	} interpreter_state;
+	struct {
+		uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
+			datastack_chunk, status;
+	} thread_state;
+	struct {
+		uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer,
+			tlbc_index;
+	} interpreter_frame;
+	struct {
+		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
+			localsplusnames, localspluskinds, co_code_adaptive, co_tlbc;
+	} code_object;
+	struct {
+		uint64_t size, ob_type;
+	} pyobject;
+	struct {
+		uint64_t size, tp_name, tp_repr, tp_flags;
+	} type_object;
+	struct {
+		uint64_t size, ob_item, ob_size;
+	} tuple_object, list_object;
+	struct {
+		uint64_t size, used, table, mask;
+	} set_object;
+	struct {
+		uint64_t size, ma_keys, ma_values;
+	} dict_object;
+	struct {
+		uint64_t size, ob_fval;
+	} float_object;
+	struct {
+		uint64_t size, lv_tag, ob_digit;
+	} long_object;
+	struct {
+		uint64_t size, ob_size, ob_sval;
+	} bytes_object;
+	struct {
+		uint64_t size, state, length, asciiobject_size;
+	} unicode_object;
+};
+
+/* Offsets read from a target are data: bound them before use. */
+static bool plausible(uint64_t offset)
+{
+	return offset < 1u << 20;
+}
+
+static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
+{
+	uint64_t m = a > b ? a : b;
+
+	return m > c ? m : c;
+}
+
+/* The part of a layout every 3.13+ version shares once its offsets are known. */
+static void modern_defaults(struct cpython_layout *l, unsigned minor)
+{
+	l->minor = minor;
+	l->frame_via_cframe = false;
+	l->owner_first_skipped = 3;
+	l->instr = CPYTHON_INSTR_PTR;
+	l->lines = CPYTHON_LOCATIONS;
+	l->code_tagged = minor >= 14;
+	l->frame_size = (max3(l->frame_previous, l->frame_code, l->frame_instr) > l->frame_owner
+				 ? max3(l->frame_previous, l->frame_code, l->frame_instr)
+				 : l->frame_owner) +
+			8;
+	/* PyCompactUnicodeObject = PyASCIIObject + utf8_length + utf8 since 3.12. */
+	l->unicode_compact_size = l->unicode_ascii_size + 16;
+}
+
+#define COPY_COMMON(l, d)                                                                          \
+	do {                                                                                       \
+		(l)->runtime_interpreters_head = (d)->runtime_state.interpreters_head;             \
+		(l)->interp_next = (d)->interpreter_state.next;                                    \
+		(l)->interp_threads_head = (d)->interpreter_state.threads_head;                    \
+		(l)->tstate_next = (d)->thread_state.next;                                         \
+		(l)->tstate_interp = (d)->thread_state.interp;                                     \
+		(l)->tstate_thread_id = (d)->thread_state.thread_id;                               \
+		(l)->tstate_native_thread_id = (d)->thread_state.native_thread_id;                 \
+		(l)->tstate_frame = (d)->thread_state.current_frame;                               \
+		(l)->frame_previous = (d)->interpreter_frame.previous;                             \
+		(l)->frame_code = (d)->interpreter_frame.executable;                               \
+		(l)->frame_instr = (d)->interpreter_frame.instr_ptr;                               \
+		(l)->frame_owner = (d)->interpreter_frame.owner;                                   \
+		(l)->code_filename = (d)->code_object.filename;                                    \
+		(l)->code_name = (d)->code_object.name;                                            \
+		(l)->code_qualname = (d)->code_object.qualname;                                    \
+		(l)->code_firstlineno = (d)->code_object.firstlineno;                              \
+		(l)->code_linetable = (d)->code_object.linetable;                                  \
+		(l)->code_adaptive = (d)->code_object.co_code_adaptive;                            \
+		(l)->unicode_state = (d)->unicode_object.state;                                    \
+		(l)->unicode_length = (d)->unicode_object.length;                                  \
+		(l)->unicode_ascii_size = (d)->unicode_object.asciiobject_size;                    \
+		(l)->bytes_size = (d)->bytes_object.ob_size;                                       \
+		(l)->bytes_sval = (d)->bytes_object.ob_sval;                                       \
+	} while (0)
+
+static bool layout_plausible(const struct cpython_layout *l)
+{
+	const uint64_t fields[] = {
+		l->runtime_interpreters_head,
+		l->interp_next,
+		l->interp_threads_head,
+		l->tstate_next,
+		l->tstate_interp,
+		l->tstate_native_thread_id,
+		l->tstate_frame,
+		l->frame_previous,
+		l->frame_code,
+		l->frame_instr,
+		l->frame_owner,
+		l->code_filename,
+		l->code_name,
+		l->code_qualname,
+		l->code_firstlineno,
+		l->code_linetable,
+		l->code_adaptive,
+		l->unicode_state,
+		l->unicode_length,
+		l->unicode_ascii_size,
+		l->bytes_size,
+		l->bytes_sval,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		if (!plausible(fields[i]))
+			return false;
+	}
+	return l->frame_size <= 4096 && l->unicode_ascii_size >= 16 && l->code_adaptive &&
+	       l->code_adaptive <= 4096;
+}
+
+int cpython_decode_debug_offsets(const uint8_t *image, size_t len, unsigned minor,
+				 struct cpython_layout *out)
+{
+	uint64_t version, free_threaded;
+	unsigned image_minor;
+
+	if (len < 24 || memcmp(image, "xdebugpy", 8))
+		return -EINVAL;
+	memcpy(&version, image + 8, 8);
+	memcpy(&free_threaded, image + 16, 8);
+	if (version >> 24 != 3)
+		return -EINVAL;
+	image_minor = (unsigned)(version >> 16) & 0xff;
+	if (minor && image_minor != minor)
+		return -EINVAL;
+	if (free_threaded)
+		return -ENOTSUP;
+	memset(out, 0, sizeof(*out));
+	if (image_minor == 13) {
+		struct debug_offsets_313 d;
+
+		if (len < sizeof(d))
+			return -EINVAL;
+		memcpy(&d, image, sizeof(d));
+		COPY_COMMON(out, &d);
+	} else if (image_minor == 14) {
+		struct debug_offsets_314 d;
+
+		if (len < sizeof(d))
+			return -EINVAL;
+		memcpy(&d, image, sizeof(d));
+		COPY_COMMON(out, &d);
+	} else {
+		return -ENOTSUP;
+	}
+	modern_defaults(out, image_minor);
+	return layout_plausible(out) ? 0 : -EINVAL;
+}

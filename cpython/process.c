@@ -1,0 +1,293 @@
+/* A Python process: finding its threads and walking their frame chains. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "cpython.h"
+
+#define MAX_INTERPRETERS 64
+#define THREAD_REFRESH_NS (20 * 1000000ULL)
+
+int cpython_read_process(void *pid_ptr, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+
+	if (!addr)
+		return -EFAULT;
+	return process_vm_readv(*(pid_t *)pid_ptr, &local, 1, &remote, 1, 0) == (ssize_t)len
+		       ? 0
+		       : -EFAULT;
+}
+
+static int read_u64(const struct cpython_mem *mem, uint64_t addr, uint64_t *v)
+{
+	return mem->read(mem->ctx, addr, v, sizeof(*v));
+}
+
+struct cpython_process *cpython_process__new(pid_t pid, uint64_t runtime, unsigned minor)
+{
+	struct cpython_process *p = calloc(1, sizeof(*p));
+	const struct cpython_layout *builtin = cpython_builtin_layout(minor);
+
+	if (!p)
+		return NULL;
+	p->refs = 1;
+	p->pid = pid;
+	p->runtime = runtime;
+	if (builtin) {
+		p->layout = *builtin;
+	} else {
+		/* 3.13+: the runtime describes itself. */
+		uint8_t image[CPYTHON_DEBUG_OFFSETS_BYTES];
+		struct cpython_mem mem = { cpython_read_process, &p->pid };
+
+		if (mem.read(mem.ctx, runtime, image, sizeof(image)) ||
+		    cpython_decode_debug_offsets(image, sizeof(image), minor, &p->layout)) {
+			free(p);
+			errno = EINVAL;
+			return NULL;
+		}
+	}
+	return p;
+}
+
+struct cpython_process *cpython_process__fork(const struct cpython_process *parent, pid_t pid)
+{
+	struct cpython_process *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->refs = 1;
+	p->pid = pid;
+	p->runtime = parent->runtime;
+	p->layout = parent->layout;
+	p->pthread_tid_offset = parent->pthread_tid_offset;
+	return p;
+}
+
+struct cpython_process *cpython_process__get(struct cpython_process *p)
+{
+	if (p)
+		p->refs++;
+	return p;
+}
+
+void cpython_process__put(struct cpython_process *p)
+{
+	if (!p || --p->refs > 0)
+		return;
+	free(p->threads);
+	free(p);
+}
+
+/*
+ * Before 3.11 a thread state knows its pthread_t, not its kernel tid. glibc's struct
+ * pthread (which pthread_t points to) holds the tid; where is learnt from the main
+ * thread's descriptor, the only one holding the pid: at 0x2d0 in glibc 2.x, else the
+ * first plausible place.
+ */
+static void learn_tid_offset(struct cpython_process *p, const struct cpython_mem *mem,
+			     const uint64_t *pthreads, size_t n)
+{
+	uint32_t words[512];
+	size_t i, w;
+
+	for (i = 0; i < n && !p->pthread_tid_offset; i++) {
+		uint32_t tid;
+
+		if (!mem->read(mem->ctx, pthreads[i] + 0x2d0, &tid, 4) && tid == (uint32_t)p->pid)
+			p->pthread_tid_offset = 0x2d0;
+	}
+	for (i = 0; i < n && !p->pthread_tid_offset; i++) {
+		if (mem->read(mem->ctx, pthreads[i], words, sizeof(words)))
+			continue;
+		for (w = 16; w < 512; w++) {
+			if (words[w] == (uint32_t)p->pid) {
+				p->pthread_tid_offset = w * 4;
+				break;
+			}
+		}
+	}
+}
+
+static uint32_t tid_of_pthread(const struct cpython_process *p, const struct cpython_mem *mem,
+			       uint64_t pthread)
+{
+	uint32_t tid;
+
+	if (!p->pthread_tid_offset ||
+	    mem->read(mem->ctx, pthread + p->pthread_tid_offset, &tid, sizeof(tid)))
+		return 0;
+	return tid;
+}
+
+/* Re-reads every interpreter's thread list into p->threads. */
+static int read_threads(struct cpython_process *p, const struct cpython_mem *mem)
+{
+	const struct cpython_layout *l = &p->layout;
+	struct cpython_thread *list = calloc(CPYTHON_MAX_THREADS, sizeof(*list));
+	uint64_t *pthreads = calloc(CPYTHON_MAX_THREADS, sizeof(*pthreads));
+	uint64_t interp, tstate, check;
+	size_t n = 0, ninterp = 0, guard;
+
+	if (!list || !pthreads) {
+		free(list);
+		free(pthreads);
+		return -ENOMEM;
+	}
+	if (read_u64(mem, p->runtime + l->runtime_interpreters_head, &interp))
+		goto out_fail;
+	/* Bounded walks: a corrupt or cyclic list ends at the bound, never hangs. */
+	for (; interp && ninterp < MAX_INTERPRETERS; ninterp++) {
+		if (read_u64(mem, interp + l->interp_threads_head, &tstate))
+			break;
+		for (guard = 0; tstate && n < CPYTHON_MAX_THREADS && guard < CPYTHON_MAX_THREADS;
+		     guard++) {
+			uint64_t id = 0;
+			uint32_t tid = 0;
+
+			if (read_u64(mem, tstate + l->tstate_interp, &check) || check != interp)
+				break; /* not a thread state of this interpreter */
+			if (l->tstate_native_thread_id) {
+				if (!read_u64(mem, tstate + l->tstate_native_thread_id, &id))
+					tid = (uint32_t)id;
+			} else if (!read_u64(mem, tstate + l->tstate_thread_id, &id)) {
+				tid = (uint32_t)-1; /* mapped below, once all are known */
+				pthreads[n] = id;
+			}
+			if (tid)
+				list[n++] = (struct cpython_thread){ tid, tstate };
+			if (read_u64(mem, tstate + l->tstate_next, &tstate))
+				break;
+		}
+		if (read_u64(mem, interp + l->interp_next, &interp))
+			break;
+	}
+	if (!l->tstate_native_thread_id) {
+		size_t i, kept = 0;
+
+		learn_tid_offset(p, mem, pthreads, n);
+		for (i = 0; i < n; i++) {
+			list[i].tid = tid_of_pthread(p, mem, pthreads[i]);
+			if (list[i].tid)
+				list[kept++] = list[i];
+		}
+		n = kept;
+	}
+	free(pthreads);
+	free(p->threads);
+	p->threads = list;
+	p->nthreads = n;
+	return 0;
+out_fail:
+	free(pthreads);
+	free(list);
+	return -EFAULT;
+}
+
+static uint64_t find_tstate(const struct cpython_process *p, uint32_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < p->nthreads; i++) {
+		if (p->threads[i].tid == tid)
+			return p->threads[i].tstate;
+	}
+	return 0;
+}
+
+static uint64_t first_frame(const struct cpython_layout *l, const struct cpython_mem *mem,
+			    uint64_t tstate)
+{
+	uint64_t frame = 0;
+
+	if (read_u64(mem, tstate + l->tstate_frame, &frame))
+		return 0;
+	if (l->frame_via_cframe && frame && read_u64(mem, frame + l->cframe_current_frame, &frame))
+		return 0;
+	return frame;
+}
+
+/* The instruction offset in bytes of a frame whose raw bytes are @buf. */
+static int32_t frame_lasti(const struct cpython_layout *l, const uint8_t *buf, uint64_t code)
+{
+	int32_t lasti;
+	uint64_t ptr;
+
+	switch (l->instr) {
+	case CPYTHON_LASTI_BYTES:
+		memcpy(&lasti, buf + l->frame_instr, 4);
+		return lasti;
+	case CPYTHON_LASTI_UNITS:
+		memcpy(&lasti, buf + l->frame_instr, 4);
+		return lasti < 0 ? -1 : lasti * 2;
+	default:
+		memcpy(&ptr, buf + l->frame_instr, 8);
+		if (ptr < code + l->code_adaptive || ptr - (code + l->code_adaptive) > (1u << 30))
+			return -1;
+		return (int32_t)(ptr - (code + l->code_adaptive));
+	}
+}
+
+int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
+		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max)
+{
+	const struct cpython_layout *l = &p->layout;
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	uint64_t tstate, frame, seen[8] = { 0 };
+	uint8_t buf[4096];
+	uint32_t n = 0, steps;
+
+	if (!mem)
+		mem = &own;
+	tstate = find_tstate(p, tid);
+	if (!tstate && (!p->threads_read_ns || now_ns - p->threads_read_ns > THREAD_REFRESH_NS)) {
+		p->threads_read_ns = now_ns;
+		if (read_threads(p, mem))
+			return -EFAULT;
+		tstate = find_tstate(p, tid);
+	}
+	if (!tstate)
+		return 0;
+	frame = first_frame(l, mem, tstate);
+	for (steps = 0; frame && n < max && steps < CPYTHON_MAX_FRAMES * 2; steps++) {
+		uint64_t code, previous, names[2];
+		uint8_t owner = 0;
+
+		/* A short cycle shows up as a repeat among the last few frames. */
+		for (size_t i = 0; i < 8; i++) {
+			if (seen[i] == frame)
+				return (int)n;
+		}
+		seen[steps % 8] = frame;
+		if (mem->read(mem->ctx, frame, buf, l->frame_size))
+			return n ? (int)n : -EFAULT;
+		memcpy(&code, buf + l->frame_code, 8);
+		memcpy(&previous, buf + l->frame_previous, 8);
+		if (l->code_tagged)
+			code &= ~(uint64_t)3;
+		if (l->frame_owner)
+			owner = buf[l->frame_owner];
+		if (owner >= l->owner_first_skipped) {
+			/* A shim: the frame before it began a C-level eval call. */
+			if (n)
+				frames[n - 1].entry = true;
+			frame = previous;
+			continue;
+		}
+		if (!code || read_u64(mem, code + l->code_filename, &names[0]) ||
+		    read_u64(mem, code + l->code_name, &names[1]))
+			return n ? (int)n : -EFAULT;
+		frames[n].code = code;
+		frames[n].fingerprint = names[0] ^ (names[1] << 1);
+		frames[n].lasti = frame_lasti(l, buf, code);
+		frames[n].entry = l->frame_is_entry ? buf[l->frame_is_entry] != 0
+						    : l->instr <= CPYTHON_LASTI_UNITS;
+		n++;
+		frame = previous;
+	}
+	if (n)
+		frames[n - 1].entry = true;
+	return (int)n;
+}
