@@ -10,7 +10,6 @@
 
 static void print_thread(struct cpython_process *p, uint32_t tid)
 {
-	struct cpython_mem mem = { cpython_read_process, &p->pid };
 	struct cpython_frame *frames = calloc(CPYTHON_MAX_FRAMES, sizeof(*frames));
 	char comm[64] = "", path[64];
 	FILE *f;
@@ -24,22 +23,24 @@ static void print_thread(struct cpython_process *p, uint32_t tid)
 		fclose(f);
 	}
 	n = frames ? cpython_walk(p, NULL, tid, 1, frames, CPYTHON_MAX_FRAMES) : -ENOMEM;
+	if (n > 0)
+		cpython_read_codes(p, NULL, frames, (uint32_t)n);
 	printf("  Thread %u (%s)%s\n", tid, comm,
 	       n == 0  ? ": no Python frames"
 	       : n < 0 ? ": unreadable"
 		       : "");
 	for (i = 0; i < n; i++) {
-		struct cpython_code code;
+		const struct cpython_code_entry *e =
+			cpython_code_lookup(p, frames[i].code, frames[i].fingerprint);
 
-		if (cpython_read_code(&p->layout, &mem, frames[i].code, &code)) {
+		if (!e || e->unreadable) {
 			printf("    [unreadable code object 0x%llx]\n",
 			       (unsigned long long)frames[i].code);
 			continue;
 		}
-		printf("    %s (%s:%u)\n", code.name, code.filename,
-		       cpython_line(p->layout.lines, code.linetable, code.linetable_len,
-				    code.firstlineno, frames[i].lasti));
-		free(code.linetable);
+		printf("    %s (%s:%u)\n", e->info.name, e->info.filename,
+		       cpython_line(p->layout.lines, e->info.linetable, e->info.linetable_len,
+				    e->info.firstlineno, frames[i].lasti));
 	}
 	free(frames);
 }

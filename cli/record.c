@@ -260,6 +260,7 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 	}
 }
 
+/* Processes every record that is ready. */
 static void drain(struct session *s)
 {
 	const struct sampler_rec *r;
@@ -302,7 +303,7 @@ static void record_loop(struct session *s)
 				    : UINT64_MAX;
 
 	while (!stop_requests) {
-		if (sampler__poll(s->sampler, 50) < 0)
+		if (sampler__poll(s->sampler, 10) < 0)
 			break;
 		drain(s);
 		show_progress(s, false);
@@ -485,7 +486,8 @@ static void note_losses(struct session *s)
 int cli_record(const struct cli_opts *o)
 {
 	struct session *s = calloc(1, sizeof(*s));
-	struct symbolizer_opts sym_opts = { .kernel = o->sampler.kernel_stacks };
+	struct symbolizer_opts sym_opts = { .kernel = o->sampler.kernel_stacks,
+					    .native = o->native };
 	struct sampler_creds creds;
 	bool as_user = sudo_user(&creds);
 	struct trace_stats ts;

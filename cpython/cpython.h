@@ -90,6 +90,30 @@ int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *mi
 int cpython_locate(const char *path, uint64_t start, uint64_t pgoff, uint64_t *runtime,
 		   unsigned *minor);
 
+/* What a code object says about itself. Strings are UTF-8, truncated, NUL-terminated. */
+struct cpython_code {
+	char name[256]; /* qualified name from 3.11 */
+	char filename[512];
+	uint32_t firstlineno;
+	uint8_t *linetable; /* malloc'd copy; caller frees */
+	uint32_t linetable_len;
+};
+
+/*
+ * A code object as read when one of its frames was first walked, kept while the
+ * process lives. Entries never change: another code object at a reused address gets
+ * an entry of its own (a different fingerprint).
+ */
+struct cpython_code_entry {
+	uint64_t code, fingerprint;
+	bool unreadable;
+	struct cpython_code info;
+	uint32_t user; /* free for the caller: symbolize/ keeps a frame id here */
+	struct cpython_code_entry *older; /* earlier code objects at the same address */
+};
+
+struct cpython_codes; /* the cache: shared by a process and its forked children */
+
 /* A Python process: its runtime and layout, shared (refcounted) by whoever reads it. */
 struct cpython_process {
 	int refs;
@@ -100,6 +124,8 @@ struct cpython_process {
 	struct cpython_thread *threads; /* cached tid -> thread state */
 	size_t nthreads;
 	uint64_t threads_read_ns;
+	struct cpython_codes *codes;
+	uint64_t codes_read, codes_unreadable;
 };
 
 struct cpython_thread {
@@ -130,21 +156,20 @@ struct cpython_frame {
 };
 
 /*
- * Walks the frames of thread @tid, innermost first, into @frames (at most @max).
- * Returns the count (0: not a Python thread, or no frames), or -errno. @mem reads the
- * target (NULL: the process itself).
+ * Walks the frames of thread @tid, innermost first, into @frames (at most @max): the
+ * frame chain only, so it is quick. Returns the count (0: not a Python thread, or no
+ * frames), or -errno. @mem reads the target (NULL: the process itself).
  */
 int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
 		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max);
 
-/* What a code object says about itself. Strings are UTF-8, truncated, NUL-terminated. */
-struct cpython_code {
-	char name[256]; /* qualified name from 3.11 */
-	char filename[512];
-	uint32_t firstlineno;
-	uint8_t *linetable; /* malloc'd copy; caller frees */
-	uint32_t linetable_len;
-};
+/* Reads the code objects of walked frames that the process's cache lacks. */
+void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem,
+			const struct cpython_frame *frames, uint32_t n);
+
+/* The cached code object of a walked frame, or NULL. Valid while @p lives. */
+struct cpython_code_entry *cpython_code_lookup(struct cpython_process *p, uint64_t code,
+					       uint64_t fingerprint);
 
 /* Reads a code object. 0 or -errno (garbage gives -EINVAL, never a crash). */
 int cpython_read_code(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t code,

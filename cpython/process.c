@@ -4,10 +4,117 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "../common/hashmap.h"
 #include "cpython.h"
 
+#define MAX_CODES_PER_ADDRESS 4
+
+struct cpython_codes {
+	int refs;
+	struct hashmap *by_address; /* code address -> newest struct cpython_code_entry */
+	/* Entries pushed out of a chain: still referenced, maybe, until the cache goes. */
+	struct cpython_code_entry *retired;
+};
+
+static struct cpython_codes *codes__new(void)
+{
+	struct cpython_codes *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->refs = 1;
+	c->by_address = hashmap__new();
+	if (!c->by_address) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void entry_chain_free(struct cpython_code_entry *e)
+{
+	while (e) {
+		struct cpython_code_entry *older = e->older;
+
+		free(e->info.linetable);
+		free(e);
+		e = older;
+	}
+}
+
+static void codes__put(struct cpython_codes *c)
+{
+	size_t cursor = 0;
+	uint64_t key;
+	void *value;
+
+	if (!c || --c->refs > 0)
+		return;
+	while (hashmap__next(c->by_address, &cursor, &key, &value))
+		entry_chain_free(value);
+	entry_chain_free(c->retired);
+	hashmap__free(c->by_address);
+	free(c);
+}
+
+struct cpython_code_entry *cpython_code_lookup(struct cpython_process *p, uint64_t code,
+					       uint64_t fingerprint)
+{
+	struct cpython_code_entry *e = p->codes ? hashmap__get(p->codes->by_address, code) : NULL;
+
+	for (; e; e = e->older) {
+		if (e->fingerprint == fingerprint)
+			return e;
+	}
+	return NULL;
+}
+
+/* Reads a code object into the cache unless it is there already. */
+static void cache_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
+		       uint64_t fingerprint)
+{
+	struct cpython_code_entry *e, *newest, *last;
+	int depth = 0;
+
+	if (!p->codes || cpython_code_lookup(p, code, fingerprint))
+		return;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return;
+	e->code = code;
+	e->fingerprint = fingerprint;
+	p->codes_read++;
+	if (cpython_read_code(&p->layout, mem, code, &e->info)) {
+		e->unreadable = true;
+		p->codes_unreadable++;
+	}
+	newest = hashmap__get(p->codes->by_address, code);
+	e->older = newest;
+	if (hashmap__set(p->codes->by_address, code, e)) {
+		e->older = NULL;
+		entry_chain_free(e);
+		return;
+	}
+	/*
+	 * Bound the chain of reused addresses; the oldest are the least likely. They are
+	 * retired, not freed: a record on its way may still point at one.
+	 */
+	for (last = e; last->older && ++depth < MAX_CODES_PER_ADDRESS; last = last->older)
+		;
+	if (last->older) {
+		struct cpython_code_entry *tail = last->older;
+
+		while (tail->older)
+			tail = tail->older;
+		tail->older = p->codes->retired;
+		p->codes->retired = last->older;
+		last->older = NULL;
+	}
+}
+
 #define MAX_INTERPRETERS 64
-#define THREAD_REFRESH_NS (20 * 1000000ULL)
+/* A thread not in the cached list may be new, or a forked child not yet renamed. */
+#define THREAD_REFRESH_NS (1000000ULL)
 
 int cpython_read_process(void *pid_ptr, uint64_t addr, void *buf, size_t len)
 {
@@ -35,6 +142,12 @@ struct cpython_process *cpython_process__new(pid_t pid, uint64_t runtime, unsign
 	p->refs = 1;
 	p->pid = pid;
 	p->runtime = runtime;
+	p->codes = codes__new();
+	if (!p->codes) {
+		free(p);
+		errno = ENOMEM;
+		return NULL;
+	}
 	if (builtin) {
 		p->layout = *builtin;
 	} else {
@@ -44,6 +157,7 @@ struct cpython_process *cpython_process__new(pid_t pid, uint64_t runtime, unsign
 
 		if (mem.read(mem.ctx, runtime, image, sizeof(image)) ||
 		    cpython_decode_debug_offsets(image, sizeof(image), minor, &p->layout)) {
+			codes__put(p->codes);
 			free(p);
 			errno = EINVAL;
 			return NULL;
@@ -63,6 +177,10 @@ struct cpython_process *cpython_process__fork(const struct cpython_process *pare
 	p->runtime = parent->runtime;
 	p->layout = parent->layout;
 	p->pthread_tid_offset = parent->pthread_tid_offset;
+	/* A forked child starts with its parent's code objects, at the same addresses. */
+	p->codes = parent->codes;
+	if (p->codes)
+		p->codes->refs++;
 	return p;
 }
 
@@ -77,6 +195,7 @@ void cpython_process__put(struct cpython_process *p)
 {
 	if (!p || --p->refs > 0)
 		return;
+	codes__put(p->codes);
 	free(p->threads);
 	free(p);
 }
@@ -228,6 +347,16 @@ static int32_t frame_lasti(const struct cpython_layout *l, const uint8_t *buf, u
 			return -1;
 		return (int32_t)(ptr - (code + l->code_adaptive));
 	}
+}
+
+void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem,
+			const struct cpython_frame *frames, uint32_t n)
+{
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		cache_code(p, mem ? mem : &own, frames[i].code, frames[i].fingerprint);
 }
 
 int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,

@@ -59,6 +59,7 @@ int ring__drain(struct ring *ring,
 			break;
 		rec = malloc(sizeof(*rec) + hdr.size);
 		if (rec) {
+			rec->py = NULL;
 			if (first >= hdr.size) {
 				memcpy(rec->data, data + off, hdr.size);
 			} else {
@@ -139,7 +140,7 @@ struct qrec *queue__pop(struct queue *q)
 void queue__clear(struct queue *q)
 {
 	while (q->count)
-		free(queue__pop(q));
+		qrec_free(queue__pop(q));
 	free(q->heap);
 	q->heap = NULL;
 	q->capacity = 0;

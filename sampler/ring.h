@@ -6,14 +6,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct py_stack;
+
 /* A record copied out of a ring buffer, ordered by (time, seq). */
 struct qrec {
 	uint64_t time;
 	uint64_t seq;
+	struct py_stack *py; /* Python frames read when it was drained, or NULL (owned) */
 	uint32_t cpu;
 	uint32_t size;
 	uint8_t data[]; /* the raw record, header first */
 };
+
+/* Frees a record and what it owns. Accepts NULL. */
+void qrec_free(struct qrec *q);
 
 struct ring {
 	int fd;

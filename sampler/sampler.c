@@ -11,6 +11,8 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +31,15 @@
 #include "ring.h"
 
 #define REGS_MASK 0xff01ffULL /* AX..IP, R8..R15: see enum sampler_reg */
-#define REORDER_MARGIN_NS (5 * 1000000ULL)
+/*
+ * Records are handed out this long after they happened: enough for every CPU's buffer
+ * to have them, and for the stack a thread resumed with to be read before its wait is
+ * handed out (see emit_off_cpu).
+ */
+#define REORDER_MARGIN_NS (30 * 1000000ULL)
 #define MAX_CPUS 1024
 #define ATTACH_ROUNDS 20
+#define DRAIN_INTERVAL_MS 1
 
 /* Records we make ourselves for what existed before we attached. */
 #define SYNTH_RECORD 0x7f00
@@ -63,7 +71,78 @@ struct task_state {
 	uint64_t outside_regs[SREG_COUNT];
 	uint8_t *outside_stack;
 	uint64_t outside_stack_size;
+	uint64_t outside_read_ns;
+	struct py_stack *outside_py;
+	struct py_stack *last_py;   /* of the latest sample followed: the drainer's view */
+	struct py_stack *out_py;    /* last_py as of the switch-out: a guess for short waits */
+	uint64_t chain_start;	    /* the first switch-in since the last stack read, or 0 */
+	struct after_stack *afters; /* oldest first: kept until their waits go out */
 };
+
+/* The first stack read after a chain of short waits that began at @from. */
+struct after_stack {
+	struct after_stack *next;
+	uint64_t from;
+	struct py_stack *ps;
+};
+
+/* Python frames read from the target for one record. */
+struct py_stack {
+	struct cpython_process *proc; /* a reference */
+	uint64_t read_ns;
+	uint64_t at_ns; /* the record it was read for: a sample or a switch-out */
+	bool extended;	/* at_ns moved to the end of the wait it was read in */
+	bool exact;
+	uint32_t n;
+	struct cpython_code_entry **codes; /* resolved as the record goes out, under the lock */
+	struct cpython_frame frames[];
+};
+
+static void py_stack_free(struct py_stack *ps)
+{
+	if (!ps)
+		return;
+	cpython_process__put(ps->proc);
+	free(ps->codes);
+	free(ps);
+}
+
+/*
+ * Looks up each frame's code object in the process's cache, while the lock keeps the
+ * drainer from changing it, so the symbolizer can use them without the lock.
+ */
+static void resolve_codes(struct py_stack *ps)
+{
+	uint32_t i;
+
+	if (ps->codes)
+		return;
+	ps->codes = calloc(ps->n ? ps->n : 1, sizeof(*ps->codes));
+	for (i = 0; ps->codes && i < ps->n; i++)
+		ps->codes[i] = cpython_code_lookup(ps->proc, ps->frames[i].code,
+						   ps->frames[i].fingerprint);
+}
+
+void qrec_free(struct qrec *q)
+{
+	if (!q)
+		return;
+	py_stack_free(q->py);
+	free(q);
+}
+
+static struct py_stack *py_stack_copy(const struct py_stack *src)
+{
+	size_t size = sizeof(*src) + src->n * sizeof(src->frames[0]);
+	struct py_stack *ps = malloc(size);
+
+	if (!ps)
+		return NULL;
+	memcpy(ps, src, size);
+	ps->codes = NULL;
+	cpython_process__get(ps->proc);
+	return ps;
+}
 
 /* A switch-out drained without its switch-in: the thread may still be waiting. */
 struct pending_out {
@@ -73,7 +152,10 @@ struct pending_out {
 
 /* What was read from outside for a wait that began at @out_time. */
 struct outside_capture {
+	struct outside_capture *next; /* the thread's later captures */
 	uint64_t out_time;
+	uint64_t read_ns; /* when it was read: valid only if before the wait ended */
+	struct py_stack *py;
 	int64_t syscall;
 	uint64_t regs[SREG_COUNT];
 	uint8_t *stack;
@@ -99,6 +181,17 @@ struct sampler {
 	struct hashmap *cmdlines;     /* pid << 1 | is_exec -> command line read at drain time */
 	struct hashmap *pending_outs; /* tid -> struct pending_out, during one drain */
 	struct hashmap *captures;     /* tid -> struct outside_capture */
+	struct hashmap *pythons;      /* pid -> struct cpython_process */
+	pthread_t drainer;	      /* drains, follows and walks every ~1 ms */
+	bool drainer_running;
+	volatile bool drainer_stop;
+	pthread_mutex_t lock; /* everything here, between the drainer and sampler__next() */
+	struct qrec **batch;  /* records of the drain in progress */
+	size_t batch_count, batch_capacity;
+	struct cpython_frame *py_scratch;
+	struct py_stack *held_py;
+	struct py_stack **fresh; /* walked in the drain in progress, codes not yet read */
+	size_t nfresh, fresh_capacity;
 	char *held_cmdline;
 	struct held_child child;
 	bool child_execed;
@@ -334,9 +427,19 @@ static void task_free(struct task_state *t)
 {
 	if (!t)
 		return;
-	free(t->switch_sample);
-	free(t->out_sample);
+	qrec_free(t->switch_sample);
+	qrec_free(t->out_sample);
 	free(t->outside_stack);
+	py_stack_free(t->outside_py);
+	py_stack_free(t->last_py);
+	py_stack_free(t->out_py);
+	while (t->afters) {
+		struct after_stack *a = t->afters;
+
+		t->afters = a->next;
+		py_stack_free(a->ps);
+		free(a);
+	}
 	free(t);
 }
 
@@ -480,6 +583,247 @@ static void capture_cmdline(struct sampler *s, const struct qrec *q)
 		free(copy);
 }
 
+/* Remembers a stack walked in this drain: its code objects are read at the end. */
+static void fresh_stack(struct sampler *s, struct py_stack *ps)
+{
+	if (s->nfresh == s->fresh_capacity) {
+		size_t capacity = s->fresh_capacity ? s->fresh_capacity * 2 : 256;
+		struct py_stack **grown = realloc(s->fresh, capacity * sizeof(*grown));
+
+		if (!grown)
+			return;
+		s->fresh = grown;
+		s->fresh_capacity = capacity;
+	}
+	s->fresh[s->nfresh++] = ps;
+}
+
+/*
+ * Code objects are read after every stack of the drain was walked: reading them is
+ * slow (strings, line tables), and a walk that waits behind it reads a later stack.
+ */
+static void read_fresh_codes(struct sampler *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nfresh; i++)
+		cpython_read_codes(s->fresh[i]->proc, NULL, s->fresh[i]->frames, s->fresh[i]->n);
+	s->nfresh = 0;
+}
+
+/* Reads the Python frames of @tid now, when @pid runs CPython. NULL otherwise. */
+static struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool exact,
+				    uint64_t at_ns)
+{
+	struct cpython_process *proc = hashmap__get(s->pythons, pid);
+	struct py_stack *ps;
+	int n;
+
+	if (!proc)
+		return NULL;
+	n = cpython_walk(proc, NULL, tid, sampler_now_ns(), s->py_scratch, CPYTHON_MAX_FRAMES);
+	s->stats.python_walks++;
+	if (n <= 0) {
+		if (n < 0)
+			s->stats.python_walk_errors++;
+		return NULL;
+	}
+	ps = malloc(sizeof(*ps) + (size_t)n * sizeof(ps->frames[0]));
+	if (!ps)
+		return NULL;
+	ps->proc = cpython_process__get(proc);
+	ps->codes = NULL;
+	ps->read_ns = sampler_now_ns();
+	fresh_stack(s, ps);
+	ps->at_ns = at_ns;
+	ps->extended = false;
+	ps->exact = exact;
+	ps->n = (uint32_t)n;
+	memcpy(ps->frames, s->py_scratch, (size_t)n * sizeof(ps->frames[0]));
+	return ps;
+}
+
+/*
+ * A stack was read for the thread: it is the "after" of every wait that ended since the
+ * previous one was read (a chain of short waits with no sample between them). Kept in
+ * a list: the drainer runs well ahead of the records being handed out.
+ */
+static void note_after_resume(struct task_state *t, const struct py_stack *ps)
+{
+	struct after_stack *a, **link = &t->afters;
+
+	if (!t->chain_start || ps->at_ns < t->chain_start)
+		return;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return;
+	a->from = t->chain_start;
+	a->ps = py_stack_copy(ps);
+	if (!a->ps) {
+		free(a);
+		return;
+	}
+	while (*link)
+		link = &(*link)->next;
+	*link = a;
+	t->chain_start = 0;
+}
+
+/* The stack read after the chain holding a wait that ended at @end, if known yet. */
+static const struct py_stack *after_of(struct task_state *t, uint64_t end)
+{
+	/* Chains wholly before this wait are done with: their waits went out already. */
+	while (t->afters && t->afters->ps->at_ns < end) {
+		struct after_stack *a = t->afters;
+
+		t->afters = a->next;
+		py_stack_free(a->ps);
+		free(a);
+	}
+	return t->afters && t->afters->from <= end ? t->afters->ps : NULL;
+}
+
+static bool same_frame(const struct cpython_frame *a, const struct cpython_frame *b, bool leaf)
+{
+	return a->code == b->code && a->fingerprint == b->fingerprint &&
+	       (leaf || a->lasti == b->lasti);
+}
+
+/*
+ * A wait too short to be read from outside lies between two stacks that are known: the
+ * last one read before it and the first one read after it. What both share (from the
+ * root: the same code objects, the same call sites) held all along; keep only that.
+ */
+static void keep_common_root(struct py_stack *guess, const struct py_stack *after)
+{
+	uint32_t n = 0;
+
+	while (n < guess->n && n < after->n &&
+	       same_frame(&guess->frames[guess->n - 1 - n], &after->frames[after->n - 1 - n],
+			  n + 1 == guess->n || n + 1 == after->n))
+		n++;
+	if (n == guess->n)
+		return;
+	/* Frames are innermost first: drop the first (innermost) ones. */
+	memmove(guess->frames, guess->frames + (guess->n - n), n * sizeof(guess->frames[0]));
+	guess->n = n;
+}
+
+/*
+ * Whether a thread's latest known Python stack may stand for it at @at_ns: it must be
+ * of the same interpreter image (not from before an exec) and read for a moment at
+ * most 4 sampling periods earlier. The stack itself is never more than one period of
+ * the thread's CPU time stale (samples fire on its CPU time), but the wait that
+ * inherits it may be long: a wider window puts long preemptions after a function
+ * returned under that function; a narrower one splits slices at short waits. Measured
+ * on the pool test (tests/e2e/test_python_record.py), 4 periods does best.
+ */
+static uint64_t guess_window(const struct sampler *s)
+{
+	return 4 * (1000000000ULL / s->opts.frequency_hz);
+}
+
+static bool guess_fits(struct sampler *s, const struct task_state *t, const struct py_stack *ps,
+		       uint64_t at_ns)
+{
+	return ps && at_ns >= ps->at_ns && at_ns - ps->at_ns <= guess_window(s) &&
+	       ps->proc == hashmap__get(s->pythons, t->pid);
+}
+
+static void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc)
+{
+	cpython_process__put(hashmap__remove(s->pythons, pid));
+	if (proc && hashmap__set(s->pythons, pid, proc))
+		cpython_process__put(proc);
+}
+
+/*
+ * Follows which processes run CPython as records are drained: a libpython or python
+ * mapping makes one (replacing any), fork copies it, exec drops it. Samples of such processes get
+ * their Python frames read right away, as close to the sample as we can get.
+ */
+static void track_python(struct sampler *s, struct qrec *q)
+{
+	const struct perf_event_header *hdr = (const void *)q->data;
+	const uint8_t *p = q->data + sizeof(*hdr);
+	uint32_t ids[2];
+
+	if (q->size < sizeof(*hdr) + 32)
+		return; /* every record has at least the sample_id trailer */
+	memcpy(ids, p, 8);
+	if (hdr->type == PERF_RECORD_MMAP2 && !(hdr->misc & PERF_RECORD_MISC_MMAP_DATA)) {
+		uint64_t start, pgoff, runtime;
+		unsigned minor;
+		const char *path = (const char *)q->data + sizeof(*hdr) + 64;
+
+		if (q->size < sizeof(*hdr) + 64 + 33)
+			return;
+		q->data[q->size - 33] = '\0';
+		memcpy(&start, p + 8, 8);
+		memcpy(&pgoff, p + 24, 8);
+		if (!cpython_locate(path, start, pgoff, &runtime, &minor))
+			set_python(s, ids[0], cpython_process__new((pid_t)ids[0], runtime, minor));
+	} else if (hdr->type == PERF_RECORD_FORK) {
+		uint32_t ppid;
+		struct cpython_process *parent;
+
+		memcpy(&ppid, p + 4, 4);
+		parent = hashmap__get(s->pythons, ppid);
+		/*
+		 * A fork is written on the parent's CPU, the child's exec and mmaps on
+		 * another: drained later, it must not replace what the child's own new
+		 * image already told (a runtime found in a mapping always wins).
+		 */
+		if (ppid != ids[0] && parent && !hashmap__get(s->pythons, ids[0]))
+			set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]));
+	} else if (hdr->type == PERF_RECORD_COMM && (hdr->misc & PERF_RECORD_MISC_COMM_EXEC)) {
+		set_python(s, ids[0], NULL);
+	} else if (hdr->type == PERF_RECORD_SWITCH && !(hdr->misc & PERF_RECORD_MISC_SWITCH_OUT)) {
+		struct task_state *t;
+
+		/* A stack read while the thread waited held until it ran again: now. */
+		memcpy(ids, q->data + q->size - 32, 8);
+		t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
+		if (t && t->last_py && t->last_py->exact && !t->last_py->extended &&
+		    q->time > t->last_py->at_ns) {
+			t->last_py->at_ns = q->time; /* only this wait's end, not later ones */
+			t->last_py->extended = true;
+		}
+		if (t && !t->chain_start)
+			t->chain_start = q->time;
+	} else if (hdr->type == PERF_RECORD_SWITCH && (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT)) {
+		struct task_state *t;
+
+		/* The stack it most likely waits with, as known at this point in time. */
+		memcpy(ids, q->data + q->size - 32, 8);
+		t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
+		if (t && guess_fits(s, t, t->last_py, q->time))
+			q->py = py_stack_copy(t->last_py);
+	} else if (hdr->type == PERF_RECORD_SAMPLE) {
+		uint64_t id;
+		struct task_state *t;
+
+		/* Samples carry pid, tid after the identifier. */
+		memcpy(&id, p, 8);
+		memcpy(ids, p + 8, 8);
+		if (!hashmap__get(s->pythons, ids[0]) ||
+		    (enum event_role)(uintptr_t)hashmap__get(s->roles, id) != ROLE_CLOCK)
+			return;
+		q->py = walk_python(s, ids[0], ids[1], false, q->time);
+		t = task_get(s, ids[0], ids[1], true);
+		if (!t)
+			return;
+		if (q->py) {
+			py_stack_free(t->last_py);
+			t->last_py = py_stack_copy(q->py);
+			note_after_resume(t, q->py);
+		} else if (guess_fits(s, t, t->last_py, q->time)) {
+			/* Gone by the time we looked (it left Python, or exited): its latest. */
+			q->py = py_stack_copy(t->last_py);
+		}
+	}
+}
+
 /* Notes switch records while draining, to find threads still waiting afterwards. */
 static void track_switch(struct sampler *s, const struct qrec *q)
 {
@@ -505,15 +849,55 @@ static void track_switch(struct sampler *s, const struct qrec *q)
 		p->in_time = q->time;
 }
 
+/* Collects one drain's records; they are followed in time order once all are in. */
 static void take_record(struct qrec *rec, void *ctx)
 {
 	struct sampler *s = ctx;
 
-	capture_cmdline(s, rec);
-	if (!s->use_switch_event && s->opts.mode == SAMPLER_MODE_WALL)
-		track_switch(s, rec);
-	if (queue__push(&s->queue, rec))
-		free(rec);
+	if (s->batch_count == s->batch_capacity) {
+		size_t capacity = s->batch_capacity ? s->batch_capacity * 2 : 1024;
+		struct qrec **grown = realloc(s->batch, capacity * sizeof(*grown));
+
+		if (!grown) {
+			qrec_free(rec);
+			return;
+		}
+		s->batch = grown;
+		s->batch_capacity = capacity;
+	}
+	rec->seq = s->batch_count;
+	s->batch[s->batch_count++] = rec;
+}
+
+static int by_time(const void *a, const void *b)
+{
+	const struct qrec *x = *(struct qrec *const *)a, *y = *(struct qrec *const *)b;
+
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/*
+ * Rings are drained one CPU after another, so a batch is not in time order: an exec
+ * on one CPU would otherwise be seen after the new image's mmaps on another.
+ */
+static void follow_batch(struct sampler *s)
+{
+	size_t i;
+
+	qsort(s->batch, s->batch_count, sizeof(*s->batch), by_time);
+	for (i = 0; i < s->batch_count; i++) {
+		struct qrec *rec = s->batch[i];
+
+		capture_cmdline(s, rec);
+		track_python(s, rec);
+		if (s->opts.mode == SAMPLER_MODE_WALL)
+			track_switch(s, rec);
+		if (queue__push(&s->queue, rec))
+			qrec_free(rec);
+	}
+	s->batch_count = 0;
 }
 
 /* Hands the command line read at drain time to the record about to go out. */
@@ -527,9 +911,43 @@ static uint8_t *read_stack(pid_t pid, uint64_t sp, uint64_t size, uint64_t *got)
 
 static void capture_free(struct outside_capture *c)
 {
-	if (c)
+	if (c) {
 		free(c->stack);
+		py_stack_free(c->py);
+	}
 	free(c);
+}
+
+static void capture_list_free(struct outside_capture *c)
+{
+	while (c) {
+		struct outside_capture *next = c->next;
+
+		capture_free(c);
+		c = next;
+	}
+}
+
+/*
+ * Keeps @c until its switch-out record is processed, which may be after the thread's
+ * next waits were captured too: one list per thread, in time order.
+ */
+static void capture_keep(struct sampler *s, uint32_t tid, struct outside_capture *c)
+{
+	struct outside_capture *head = hashmap__get(s->captures, tid), **link = &head;
+
+	while (*link && (*link)->out_time < c->out_time)
+		link = &(*link)->next;
+	if (*link && (*link)->out_time == c->out_time) {
+		capture_free(c); /* the same wait, seen again */
+		return;
+	}
+	c->next = *link;
+	*link = c;
+	if (hashmap__set(s->captures, tid, head)) {
+		*link = c->next;
+		capture_free(c);
+	}
 }
 
 /*
@@ -545,11 +963,15 @@ static void capture_waiting(struct sampler *s)
 	while (hashmap__next(s->pending_outs, &cursor, &key, &value)) {
 		struct pending_out *p = value;
 		struct outside_capture *c;
+		struct task_state *t;
 		uint64_t sp, pc;
 		int64_t nr;
 		char state;
 
 		if (p->out_time <= p->in_time)
+			continue;
+		/* As root the switch sample has the native stack; only Python needs more. */
+		if (s->use_switch_event && !hashmap__get(s->pythons, p->pid))
 			continue;
 		state = procfs_task_state((pid_t)p->pid, (pid_t)key);
 		if ((state != 'S' && state != 'D') ||
@@ -559,13 +981,22 @@ static void capture_waiting(struct sampler *s)
 		if (!c)
 			continue;
 		c->out_time = p->out_time;
+		c->read_ns = sampler_now_ns();
 		c->syscall = nr;
 		c->regs[SREG_SP] = sp;
 		c->regs[SREG_IP] = pc;
-		c->stack = read_stack((pid_t)p->pid, sp, s->opts.stack_bytes, &c->stack_size);
-		capture_free(hashmap__remove(s->captures, key));
-		if (hashmap__set(s->captures, key, c))
-			capture_free(c);
+		if (!s->use_switch_event)
+			c->stack =
+				read_stack((pid_t)p->pid, sp, s->opts.stack_bytes, &c->stack_size);
+		c->py = walk_python(s, p->pid, (uint32_t)key, true, p->out_time);
+		t = c->py ? task_get(s, p->pid, (uint32_t)key, true) : NULL;
+		if (t) {
+			/* The latest known state of the thread, for guesses that follow. */
+			py_stack_free(t->last_py);
+			t->last_py = py_stack_copy(c->py);
+			note_after_resume(t, c->py);
+		}
+		capture_keep(s, (uint32_t)key, c);
 	}
 	cursor = 0;
 	while (hashmap__next(s->pending_outs, &cursor, &key, &value))
@@ -582,16 +1013,20 @@ static void drain_rings(struct sampler *s)
 		if (s->rings[cpu].base)
 			ring__drain(&s->rings[cpu], record_time, take_record, s);
 	}
+	follow_batch(s);
 	if (s->pending_outs && hashmap__count(s->pending_outs))
 		capture_waiting(s);
+	read_fresh_codes(s);
 }
 
 static void release_held(struct sampler *s)
 {
-	free(s->held[0]);
-	free(s->held[1]);
+	qrec_free(s->held[0]);
+	qrec_free(s->held[1]);
 	free(s->held_stack);
 	free(s->held_cmdline);
+	py_stack_free(s->held_py);
+	s->held_py = NULL;
 	s->held[0] = s->held[1] = NULL;
 	s->held_stack = NULL;
 	s->held_cmdline = NULL;
@@ -619,14 +1054,56 @@ static struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t,
 
 	r->sample.end_ns = end;
 	r->sample.wait = t->wait;
-	r->sample.syscall = -1;
+	if (t->outside_read_ns > end) {
+		/*
+		 * Read after this wait had ended: the thread had moved on (it ran and waited
+		 * again before we looked), so what was read describes a later wait.
+		 */
+		free(t->outside_stack);
+		t->outside_stack = NULL;
+		py_stack_free(t->outside_py);
+		t->outside_py = NULL;
+		t->outside_syscall = -1;
+		s->stats.stale_captures++;
+	}
+	t->outside_read_ns = 0;
+	r->sample.syscall = t->outside_syscall;
+	/* Python frames: read while it waited (exact), else its latest known (a guess). */
+	if (t->outside_py) {
+		s->held_py = t->outside_py;
+		py_stack_free(t->out_py);
+	} else {
+		const struct py_stack *after = after_of(t, end);
+
+		s->held_py = t->out_py;
+		if (s->held_py && after) {
+			/* Known before and after: what both share held throughout, sound. */
+			keep_common_root(s->held_py, after);
+		} else if (s->held_py && end - s->held_py->at_ns > guess_window(s)) {
+			/* Only the before is known: a guess, for a wait that ends soon enough. */
+			s->held_py->n = 0;
+		}
+		if (s->held_py && !s->held_py->n) {
+			py_stack_free(s->held_py);
+			s->held_py = NULL;
+		}
+	}
+	t->outside_py = NULL;
+	t->out_py = NULL;
+	if (s->held_py) {
+		resolve_codes(s->held_py);
+		r->sample.python = s->held_py->proc;
+		r->sample.py_codes = s->held_py->codes;
+		r->sample.py_frames = s->held_py->frames;
+		r->sample.npy = s->held_py->n;
+		r->sample.py_exact = s->held_py->exact;
+	}
 	if (t->out_sample && parse_sample(s, t->out_sample->data, t->out_sample->size, &v)) {
 		r->sample.stack = v.stack;
 		r->sample.stack_at_switch = true;
 		s->held[1] = t->out_sample;
 		t->out_sample = NULL;
 	} else if (t->outside_stack || t->outside_syscall >= 0) {
-		r->sample.syscall = t->outside_syscall;
 		r->sample.stack.valid = t->outside_stack != NULL;
 		memcpy(r->sample.stack.regs, t->outside_regs, sizeof(t->outside_regs));
 		r->sample.stack.data = t->outside_stack;
@@ -636,7 +1113,7 @@ static struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t,
 		t->outside_stack = NULL;
 	}
 	t->outside_syscall = -1;
-	free(t->out_sample);
+	qrec_free(t->out_sample);
 	t->out_sample = NULL;
 	t->out = false;
 	s->stats.off_cpu_spans++;
@@ -656,7 +1133,7 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 		/* Kept until the switch record says whether and how the thread left. */
 		t = task_get(s, v.pid, v.tid, true);
 		if (t) {
-			free(t->switch_sample);
+			qrec_free(t->switch_sample);
 			t->switch_sample = q;
 			return (const struct sampler_rec *)q; /* ownership taken: see caller */
 		}
@@ -668,23 +1145,50 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 	s->stats.samples++;
 	out_rec(s, SREC_SAMPLE, v.pid, v.tid, v.cpu, v.time)->sample.stack = v.stack;
 	s->rec.sample.syscall = -1;
+	if (q->py) {
+		resolve_codes(q->py);
+		s->rec.sample.python = q->py->proc;
+		s->rec.sample.py_codes = q->py->codes;
+		s->rec.sample.py_frames = q->py->frames;
+		s->rec.sample.npy = q->py->n;
+	}
 	return &s->rec;
 }
 
 /* Takes what was read from outside for the wait that began at @out_time, if anything. */
 static void adopt_capture(struct sampler *s, struct task_state *t, uint64_t out_time)
 {
-	struct outside_capture *c = hashmap__get(s->captures, t->tid);
+	struct outside_capture *head = hashmap__get(s->captures, t->tid), *c;
 
-	if (!c || c->out_time != out_time)
+	/* Captures of earlier waits were not claimed: their records were lost. */
+	while (head && head->out_time < out_time) {
+		c = head;
+		head = head->next;
+		capture_free(c);
+	}
+	if (!head || head->out_time != out_time) {
+		if (head)
+			hashmap__set(s->captures, t->tid, head);
+		else
+			hashmap__remove(s->captures, t->tid);
 		return;
-	hashmap__remove(s->captures, t->tid);
+	}
+	c = head;
+	head = head->next;
+	if (head)
+		hashmap__set(s->captures, t->tid, head);
+	else
+		hashmap__remove(s->captures, t->tid);
 	free(t->outside_stack);
+	py_stack_free(t->outside_py);
 	t->outside_syscall = c->syscall;
 	memcpy(t->outside_regs, c->regs, sizeof(c->regs));
 	t->outside_stack = c->stack;
 	t->outside_stack_size = c->stack_size;
+	t->outside_read_ns = c->read_ns;
+	t->outside_py = c->py;
 	c->stack = NULL;
+	c->py = NULL;
 	capture_free(c);
 }
 
@@ -699,9 +1203,12 @@ static const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, ui
 	if (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT) {
 		t->out = true;
 		t->out_time = q->time;
+		py_stack_free(t->out_py);
+		t->out_py = q->py;
+		q->py = NULL;
 		t->wait = (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? SAMPLER_WAIT_PREEMPTED
 									    : SAMPLER_WAIT_BLOCKED;
-		free(t->out_sample);
+		qrec_free(t->out_sample);
 		t->out_sample = NULL;
 		/* The switch sample comes just before its switch record. */
 		if (t->switch_sample && t->switch_sample->time <= q->time &&
@@ -753,6 +1260,8 @@ static const struct sampler_rec *on_exit_record(struct sampler *s, const struct 
 	memcpy(&tr, q->data, sizeof(tr));
 	task_free(hashmap__remove(s->tasks, tr.tid));
 	last = proc_remove_task(s, tr.pid);
+	if (last)
+		set_python(s, tr.pid, NULL);
 	out_rec(s, SREC_EXIT, tr.pid, tr.tid, q->cpu, q->time)->exit.last_in_process = last;
 	return &s->rec;
 }
@@ -845,7 +1354,7 @@ static const struct sampler_rec *dispatch(struct sampler *s, struct qrec *q)
 
 	if (s->child.pid && !s->child_execed && hdr->type != PERF_RECORD_COMM &&
 	    record_pid(q) == (uint32_t)s->child.pid) {
-		free(q); /* the launcher's own moments before exec */
+		qrec_free(q); /* the launcher's own moments before exec */
 		return NULL;
 	}
 	switch (hdr->type) {
@@ -854,7 +1363,7 @@ static const struct sampler_rec *dispatch(struct sampler *s, struct qrec *q)
 		if (r == (const struct sampler_rec *)q)
 			return NULL; /* a switch sample, kept by its task */
 		if (!r)
-			free(q);
+			qrec_free(q);
 		return r;
 	case PERF_RECORD_SWITCH:
 		if (q->size >= sizeof(*hdr) + 32)
@@ -870,12 +1379,12 @@ static const struct sampler_rec *dispatch(struct sampler *s, struct qrec *q)
 	case PERF_RECORD_COMM:
 		r = on_comm(s, q);
 		if (!r)
-			free(q);
+			qrec_free(q);
 		return r;
 	case PERF_RECORD_MMAP2:
 		r = on_mmap2(s, q);
 		if (!r)
-			free(q);
+			qrec_free(q);
 		return r;
 	case SYNTH_RECORD:
 		return on_synth(s, q);
@@ -901,7 +1410,7 @@ static const struct sampler_rec *dispatch(struct sampler *s, struct qrec *q)
 	default:
 		break;
 	}
-	free(q);
+	qrec_free(q);
 	return r;
 }
 
@@ -922,7 +1431,7 @@ static const struct sampler_rec *flush_waiting(struct sampler *s)
 	return NULL;
 }
 
-const struct sampler_rec *sampler__next(struct sampler *s)
+static const struct sampler_rec *next_locked(struct sampler *s)
 {
 	struct qrec *q;
 
@@ -933,7 +1442,8 @@ const struct sampler_rec *sampler__next(struct sampler *s)
 		if (!s->stopped && q->time > s->watermark)
 			return NULL;
 		if (s->stopped && q->time > s->stop_ns && q->time != 0) {
-			free(queue__pop(&s->queue)); /* after the stop: not part of the trace */
+			qrec_free(
+				queue__pop(&s->queue)); /* after the stop: not part of the trace */
 			continue;
 		}
 		r = dispatch(s, queue__pop(&s->queue));
@@ -941,6 +1451,16 @@ const struct sampler_rec *sampler__next(struct sampler *s)
 			return r;
 	}
 	return s->stopped ? flush_waiting(s) : NULL;
+}
+
+const struct sampler_rec *sampler__next(struct sampler *s)
+{
+	const struct sampler_rec *r;
+
+	pthread_mutex_lock(&s->lock);
+	r = next_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	return r;
 }
 
 /* Processes we traced but whose exit record was lost: gone from /proc or zombies. */
@@ -960,20 +1480,11 @@ static void check_liveness(struct sampler *s)
 	}
 }
 
-int sampler__poll(struct sampler *s, int timeout_ms)
+/* One round of the drainer: copy records out, follow them, read waiting threads. */
+static void drain_once(struct sampler *s)
 {
-	struct pollfd pfds[MAX_CPUS];
-	nfds_t n = 0;
-	uint32_t cpu;
-	uint64_t now;
+	uint64_t now = sampler_now_ns();
 
-	for (cpu = 0; cpu < s->ncpus; cpu++) {
-		if (s->rings[cpu].base)
-			pfds[n++] = (struct pollfd){ .fd = s->rings[cpu].fd, .events = POLLIN };
-	}
-	if (poll(pfds, n, timeout_ms) < 0 && errno != EINTR)
-		return -errno;
-	now = sampler_now_ns();
 	/* Anything stamped before this is already in a buffer. */
 	s->watermark = now - REORDER_MARGIN_NS;
 	drain_rings(s);
@@ -983,6 +1494,79 @@ int sampler__poll(struct sampler *s, int timeout_ms)
 	}
 	s->stats.processes = (uint32_t)hashmap__count(s->procs);
 	s->stats.threads = (uint32_t)hashmap__count(s->tasks);
+}
+
+/*
+ * The drainer thread. Python stacks are read when records are drained, so draining
+ * must not wait for the records to be processed (loading a new process's modules can
+ * take tens of ms): this thread drains about every millisecond, whatever the rest does.
+ */
+static void *drainer_main(void *arg)
+{
+	struct sampler *s = arg;
+	struct sched_param sp = { .sched_priority = 1 };
+	struct pollfd pfds[MAX_CPUS];
+	nfds_t n = 0;
+	uint32_t cpu;
+
+	/*
+	 * On a busy machine a normal thread can wait tens of ms for a CPU, and every
+	 * Python stack read that late is wrong. The lowest real-time priority gets it in
+	 * at once (needs CAP_SYS_NICE; otherwise it stays a normal thread).
+	 */
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp))
+		pr_info("drainer runs at normal priority: Python stacks may lag on a busy machine");
+
+	for (cpu = 0; cpu < s->ncpus; cpu++) {
+		if (s->rings[cpu].base)
+			pfds[n++] = (struct pollfd){ .fd = s->rings[cpu].fd, .events = POLLIN };
+	}
+	while (!s->drainer_stop) {
+		poll(pfds, n, DRAIN_INTERVAL_MS);
+		pthread_mutex_lock(&s->lock);
+		drain_once(s);
+		pthread_mutex_unlock(&s->lock);
+	}
+	return NULL;
+}
+
+static int start_drainer(struct sampler *s)
+{
+	sigset_t all, old;
+	int err;
+
+	/* Signals stay with the caller's thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&s->drainer, NULL, drainer_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		return -err;
+	s->drainer_running = true;
+	return 0;
+}
+
+static void stop_drainer(struct sampler *s)
+{
+	if (!s->drainer_running)
+		return;
+	s->drainer_stop = true;
+	pthread_join(s->drainer, NULL);
+	s->drainer_running = false;
+}
+
+int sampler__poll(struct sampler *s, int timeout_ms)
+{
+	struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+
+	/* The drainer does the work; this only paces the caller (a signal cuts it short). */
+	if (timeout_ms > 0)
+		nanosleep(&ts, NULL);
+	if (!s->drainer_running) {
+		pthread_mutex_lock(&s->lock);
+		drain_once(s);
+		pthread_mutex_unlock(&s->lock);
+	}
 	return 0;
 }
 
@@ -992,22 +1576,32 @@ void sampler__stop(struct sampler *s)
 
 	if (s->stopped)
 		return;
+	stop_drainer(s);
+	pthread_mutex_lock(&s->lock);
 	s->stop_ns = sampler_now_ns();
 	for (i = 0; i < s->nfds; i++)
 		ioctl(s->fds[i], PERF_EVENT_IOC_DISABLE, 0);
 	drain_rings(s);
 	s->stopped = true;
+	pthread_mutex_unlock(&s->lock);
 }
 
-bool sampler__done(const struct sampler *s)
+bool sampler__done(struct sampler *s)
 {
-	return hashmap__count(s->procs) == 0;
+	bool done;
+
+	pthread_mutex_lock(&s->lock);
+	done = hashmap__count(s->procs) == 0;
+	pthread_mutex_unlock(&s->lock);
+	return done;
 }
 
-void sampler__stats(const struct sampler *s, struct sampler_stats *stats)
+void sampler__stats(struct sampler *s, struct sampler_stats *stats)
 {
+	pthread_mutex_lock(&s->lock);
 	*stats = s->stats;
 	stats->processes = (uint32_t)hashmap__count(s->procs);
+	pthread_mutex_unlock(&s->lock);
 }
 
 pid_t sampler__child(const struct sampler *s)
@@ -1023,12 +1617,16 @@ void sampler__free(struct sampler *s)
 
 	if (!s)
 		return;
+	stop_drainer(s);
 	for (i = 0; i < s->ncpus; i++)
 		ring__unmap(&s->rings[i]);
 	for (i = 0; i < s->nfds; i++)
 		close(s->fds[i]);
 	free(s->fds);
 	queue__clear(&s->queue);
+	for (i = 0; i < s->batch_count; i++)
+		qrec_free(s->batch[i]);
+	free(s->batch);
 	release_held(s);
 	if (s->tasks) {
 		while (hashmap__next(s->tasks, &cursor, &key, &value))
@@ -1054,12 +1652,21 @@ void sampler__free(struct sampler *s)
 	cursor = 0;
 	if (s->captures) {
 		while (hashmap__next(s->captures, &cursor, &key, &value))
-			capture_free(value);
+			capture_list_free(value);
 	}
 	hashmap__free(s->captures);
+	cursor = 0;
+	if (s->pythons) {
+		while (hashmap__next(s->pythons, &cursor, &key, &value))
+			cpython_process__put(value);
+	}
+	hashmap__free(s->pythons);
+	free(s->py_scratch);
+	free(s->fresh);
 	hashmap__free(s->tasks);
 	hashmap__free(s->procs);
 	hashmap__free(s->roles);
+	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
 
@@ -1100,14 +1707,17 @@ static struct sampler *sampler__new(const struct sampler_opts *opts)
 	}
 	s->ncpus = online_cpus();
 	s->child.release_fd = s->child.status_fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
 	s->roles = hashmap__new();
 	s->tasks = hashmap__new();
 	s->procs = hashmap__new();
 	s->cmdlines = hashmap__new();
 	s->pending_outs = hashmap__new();
 	s->captures = hashmap__new();
+	s->pythons = hashmap__new();
+	s->py_scratch = calloc(CPYTHON_MAX_FRAMES, sizeof(*s->py_scratch));
 	if (!s->roles || !s->tasks || !s->procs || !s->cmdlines || !s->pending_outs ||
-	    !s->captures) {
+	    !s->captures || !s->pythons || !s->py_scratch) {
 		sampler__free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -1145,6 +1755,9 @@ struct sampler *sampler__launch(const struct sampler_opts *opts, char *const arg
 	err = launch_release(&s->child);
 	if (err)
 		goto out_free;
+	err = start_drainer(s);
+	if (err)
+		goto out_free;
 	return s;
 
 out_free:
@@ -1163,6 +1776,7 @@ static int push_synth(struct sampler *s, const struct sampler_rec *rec, const ch
 
 	if (!q)
 		return -ENOMEM;
+	q->py = NULL;
 	sr = (struct synth_record *)q->data;
 	sr->header.type = SYNTH_RECORD;
 	sr->header.misc = 0;
@@ -1175,7 +1789,7 @@ static int push_synth(struct sampler *s, const struct sampler_rec *rec, const ch
 	q->cpu = 0;
 	q->time = rec->time_ns;
 	if (queue__push(&s->queue, q)) {
-		free(q);
+		qrec_free(q);
 		return -ENOMEM;
 	}
 	return 0;
@@ -1289,6 +1903,8 @@ static int attach_process(struct sampler *s, pid_t pid)
 	err = procfs_tasks(pid, &tids, &ntids);
 	if (err)
 		return err;
+	if (!hashmap__get(s->pythons, (uint64_t)pid))
+		set_python(s, (uint32_t)pid, cpython_process__find(pid));
 	for (i = 0; i < ntids; i++) {
 		struct task_state *t;
 
@@ -1359,6 +1975,9 @@ struct sampler *sampler__attach(const struct sampler_opts *opts, const pid_t *pi
 		if (!added)
 			break;
 	}
+	err = start_drainer(s);
+	if (err)
+		goto out_free;
 	return s;
 
 out_free:

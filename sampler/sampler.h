@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../cpython/cpython.h"
+
 enum sampler_mode {
 	SAMPLER_MODE_WALL, /* on-CPU samples and off-CPU spans: a thread's whole life */
 	SAMPLER_MODE_CPU,  /* on-CPU samples only */
@@ -92,6 +94,13 @@ struct sampler_rec {
 			bool stack_at_switch;	/* stack captured when it switched out */
 			int64_t syscall;	/* the syscall it waits in, -1 unknown */
 			struct sampler_ustack stack;
+			/* Python processes: frames innermost first, read from the target. */
+			struct cpython_process *python; /* NULL: not a Python process */
+			const struct cpython_frame *py_frames;
+			/* Their code objects as read when walked (NULL: unreadable). */
+			struct cpython_code_entry *const *py_codes;
+			uint32_t npy;
+			bool py_exact; /* read while the thread could not move */
 		} sample;
 		struct {
 			uint32_t ppid, ptid;
@@ -112,15 +121,18 @@ struct sampler_rec {
 };
 
 struct sampler_stats {
-	uint64_t samples;	    /* on-CPU samples delivered */
-	uint64_t off_cpu_spans;	    /* delivered */
-	uint64_t lost_records;	    /* the kernel's count of records dropped (full buffers) */
-	uint64_t lost_samples;	    /* PERF_RECORD_LOST_SAMPLES */
-	uint64_t throttled;	    /* times the kernel throttled sampling */
-	uint64_t unpaired_switches; /* switch records without their other half */
-	uint32_t processes;	    /* alive now */
-	uint32_t threads;	    /* alive now */
-	uint32_t processes_seen;    /* since the start */
+	uint64_t samples;	     /* on-CPU samples delivered */
+	uint64_t off_cpu_spans;	     /* delivered */
+	uint64_t lost_records;	     /* the kernel's count of records dropped (full buffers) */
+	uint64_t lost_samples;	     /* PERF_RECORD_LOST_SAMPLES */
+	uint64_t throttled;	     /* times the kernel throttled sampling */
+	uint64_t unpaired_switches;  /* switch records without their other half */
+	uint64_t python_walks;	     /* Python stacks read */
+	uint64_t stale_captures;     /* waits read from outside too late, discarded */
+	uint64_t python_walk_errors; /* reads that failed (a thread state or frame moved) */
+	uint32_t processes;	     /* alive now */
+	uint32_t threads;	     /* alive now */
+	uint32_t processes_seen;     /* since the start */
 	uint32_t threads_seen;
 	uint32_t events_open; /* perf event file descriptors */
 };
@@ -146,7 +158,10 @@ struct sampler *sampler__attach(const struct sampler_opts *opts, const pid_t *pi
 /* The launched command's pid, or 0 when attached. */
 pid_t sampler__child(const struct sampler *s);
 
-/* Waits up to @timeout_ms for data and moves what the kernel has into the queue. 0 or -errno. */
+/*
+ * Waits about @timeout_ms (a signal cuts it short). A thread of the sampler's own drains
+ * the kernel's buffers and reads Python stacks about every millisecond meanwhile.
+ */
 int sampler__poll(struct sampler *s, int timeout_ms);
 
 /*
@@ -159,9 +174,9 @@ const struct sampler_rec *sampler__next(struct sampler *s);
 void sampler__stop(struct sampler *s);
 
 /* True when every traced process has exited. */
-bool sampler__done(const struct sampler *s);
+bool sampler__done(struct sampler *s);
 
-void sampler__stats(const struct sampler *s, struct sampler_stats *stats);
+void sampler__stats(struct sampler *s, struct sampler_stats *stats);
 
 /* Closes every event and frees; the target is left exactly as it was. Accepts NULL. */
 void sampler__free(struct sampler *s);

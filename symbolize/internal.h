@@ -16,7 +16,10 @@ struct symbolizer {
 	struct hashmap *processes; /* pid -> struct addrspace (a reference) */
 	struct hashmap *symtabs;   /* module key -> struct symtab */
 	struct kernel_syms *kernel;
-	char vdso_path[64]; /* a memfd holding the vDSO image, "" until made */
+	char vdso_path[64];	     /* a memfd holding the vDSO image, "" until made */
+	bool native;		     /* interleave native frames with Python's */
+	uint32_t wait_hint;	     /* innermost native function of the last off-CPU stack */
+	struct trace_frame *scratch; /* SYMBOLIZE_MAX_NATIVE_FRAMES native frames */
 	struct symbolizer_stats stats;
 };
 
@@ -32,6 +35,10 @@ const char *native_vdso_path(struct symbolizer *sym);
 
 struct symtab;
 void symtab__free(struct symtab *tab);
+
+/* Python frames of @rec, root first, into @frames. Count or -errno. */
+int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct trace_frame *frames,
+		  uint32_t max);
 
 /* Kernel symbols from /proc/kallsyms; NULL when unreadable or hidden (kptr_restrict). */
 struct kernel_syms *kernel_syms__load(void);

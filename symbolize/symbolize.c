@@ -22,7 +22,9 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts, struct fr
 			: SYMBOLIZE_MAX_NATIVE_FRAMES;
 	sym->processes = hashmap__new();
 	sym->symtabs = hashmap__new();
-	if (!sym->processes || !sym->symtabs) {
+	sym->scratch = calloc(SYMBOLIZE_MAX_NATIVE_FRAMES, sizeof(*sym->scratch));
+	sym->native = opts->native;
+	if (!sym->processes || !sym->symtabs || !sym->scratch) {
 		symbolizer__free(sym);
 		errno = ENOMEM;
 		return NULL;
@@ -50,6 +52,7 @@ void symbolizer__free(struct symbolizer *sym)
 		while (hashmap__next(sym->symtabs, &cursor, &key, &value))
 			symtab__free(value);
 	}
+	free(sym->scratch);
 	hashmap__free(sym->processes);
 	hashmap__free(sym->symtabs);
 	kernel_syms__free(sym->kernel);
@@ -133,19 +136,98 @@ static uint32_t add_kernel_frames(struct symbolizer *sym, const struct sampler_u
 	return n;
 }
 
-int symbolizer__stack(struct symbolizer *sym, const struct sampler_rec *rec,
-		      struct trace_frame *frames, uint32_t max)
+/* Native frames of @rec root first; remembers the innermost for wait reasons. */
+static int native_frames(struct symbolizer *sym, const struct sampler_rec *rec,
+			 struct trace_frame *frames, uint32_t max)
 {
 	struct addrspace *as = hashmap__get(sym->processes, rec->pid);
-	const struct sampler_ustack *st = &rec->sample.stack;
 	int n = 0;
 
 	if (as)
-		n = native_unwind(sym, as, (pid_t)rec->tid, st, frames, max);
-	else if (st->valid)
+		n = native_unwind(sym, as, (pid_t)rec->tid, &rec->sample.stack, frames, max);
+	else if (rec->sample.stack.valid)
 		sym->stats.no_user_state++;
-	if (n < 0)
-		return n;
+	if (n > 0)
+		sym->wait_hint = frames[n - 1].func;
+	return n;
+}
+
+static bool is_eval_loop(struct symbolizer *sym, uint32_t func)
+{
+	const struct frame_info *f = frame_table__get(sym->frames, func);
+
+	return f && f->kind == FRAME_NATIVE && !strncmp(f->name, "_PyEval_EvalFrameDefault", 24);
+}
+
+/*
+ * --native: each native eval-loop frame gives way to the Python frames it ran. Python
+ * frames come in groups, one per C-level eval call, each starting at an entry frame.
+ * When the counts disagree the Python frames alone are kept.
+ */
+static int interleave(struct symbolizer *sym, const struct trace_frame *nat, int nnat,
+		      const struct trace_frame *py, int npy, const struct sampler_rec *rec,
+		      struct trace_frame *out, uint32_t max)
+{
+	int i, p = 0, groups = 0, evals = 0;
+	uint32_t n = 0;
+
+	for (i = 0; i < npy; i++)
+		groups += rec->sample.py_frames[rec->sample.npy - 1 - i].entry || !i;
+	for (i = 0; i < nnat; i++)
+		evals += is_eval_loop(sym, nat[i].func);
+	if (evals < groups) {
+		sym->stats.interleave_mismatches++;
+		memcpy(out, py, (size_t)npy * sizeof(*out));
+		return npy;
+	}
+	for (i = 0; i < nnat && n < max; i++) {
+		if (!is_eval_loop(sym, nat[i].func) || p >= npy) {
+			out[n++] = nat[i];
+			continue;
+		}
+		/* This eval call ran Python frames p.. up to the next entry frame. */
+		do {
+			out[n++] = py[p++];
+		} while (p < npy && n < max &&
+			 !rec->sample.py_frames[rec->sample.npy - 1 - p].entry);
+	}
+	return (int)n;
+}
+
+int symbolizer__stack(struct symbolizer *sym, const struct sampler_rec *rec,
+		      struct trace_frame *frames, uint32_t max)
+{
+	const struct sampler_ustack *st = &rec->sample.stack;
+	int n = 0, npy;
+
+	sym->wait_hint = 0;
+	if (rec->sample.npy && rec->sample.python) {
+		npy = python_frames(sym, rec, frames, max);
+		if (npy < 0)
+			return npy;
+		if (sym->native) {
+			int nnat =
+				native_frames(sym, rec, sym->scratch, SYMBOLIZE_MAX_NATIVE_FRAMES);
+			struct trace_frame *py = malloc((size_t)npy * sizeof(*py) + 1);
+
+			if (!py)
+				return -ENOMEM;
+			memcpy(py, frames, (size_t)npy * sizeof(*py));
+			n = nnat > 0
+				    ? interleave(sym, sym->scratch, nnat, py, npy, rec, frames, max)
+				    : npy;
+			free(py);
+		} else {
+			/* Python frames only; the native stack just names what a wait waits in. */
+			if (rec->kind == SREC_OFF_CPU && rec->sample.syscall < 0)
+				native_frames(sym, rec, sym->scratch, SYMBOLIZE_MAX_NATIVE_FRAMES);
+			n = npy;
+		}
+	} else {
+		n = native_frames(sym, rec, frames, max);
+		if (n < 0)
+			return n;
+	}
 	if (sym->kernel && st->nkernel)
 		n = (int)add_kernel_frames(sym, st, frames, (uint32_t)n, max);
 	return n;
@@ -271,6 +353,11 @@ uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_re
 	if (rec->sample.syscall >= 0)
 		reason = classify(syscall_name(rec->sample.syscall));
 	/* Else the innermost user function, usually the libc wrapper it blocked in. */
+	if (!reason && sym->wait_hint) {
+		const struct frame_info *f = frame_table__get(sym->frames, sym->wait_hint);
+
+		reason = f ? classify(f->name) : NULL;
+	}
 	for (i = nframes; !reason && i-- > 0;) {
 		const struct frame_info *f = frame_table__get(sym->frames, frames[i].func);
 

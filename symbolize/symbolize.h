@@ -17,6 +17,7 @@
 struct symbolizer_opts {
 	uint32_t max_native_frames; /* 0: SYMBOLIZE_MAX_NATIVE_FRAMES */
 	bool kernel;		    /* name kernel frames from /proc/kallsyms */
+	bool native;		    /* Python processes: native frames too, interleaved */
 };
 
 struct symbolizer_stats {
@@ -29,6 +30,9 @@ struct symbolizer_stats {
 	uint64_t symtabs_built;	   /* distinct symbol tables (shared by build-id) */
 	uint64_t pc_cache_hits;
 	uint64_t pc_cache_misses;
+	uint64_t python_frames;		/* Python frames produced */
+	uint64_t python_unreadable;	/* code objects that could not be read */
+	uint64_t interleave_mismatches; /* --native: eval frames and Python frames disagreed */
 };
 
 struct symbolizer;

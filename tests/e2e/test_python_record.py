@@ -1,0 +1,83 @@
+"""Recording Python process trees with every installed interpreter.
+
+A multiprocessing.Pool of 4 workers (fork, spawn; forkserver once) runs four jobs that
+time themselves; every worker must appear with its job nested under the pool's worker
+loop, as one slice (or pieces split at a short wait, abutting) matching the job's own
+clock within 2 ms + 2 %, plus, for the perf
+backend, its documented bound for Python stacks: a wait too short to be read from
+outside carries the stack of the thread's last sample if that was read at most 4
+sampling periods earlier, so a boundary next to such a wait can be off by that much.
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from pythons import interpreters
+from tracefile import ROOT, Trace, run_tool
+
+POOL = os.path.join(ROOT, "tests", "fixtures", "py_pool.py")
+PERF_GUESS_NS = 4 * 1000000  # 4 periods at the default 1000 Hz
+
+
+def jobs_of(stdout):
+    out = []
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 5 and parts[0] == "job":
+            out.append((parts[1], int(parts[2]), int(parts[3]), int(parts[4])))
+    return out
+
+
+class PoolRecording(unittest.TestCase):
+    def check_pool(self, python, method):
+        d = tempfile.mkdtemp()
+        try:
+            out = os.path.join(d, "pool.json")
+            p = run_tool(["-q", "-o", out, "--", python, POOL, method])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            jobs = jobs_of(p.stdout)
+            self.assertEqual(len(jobs), 4, p.stdout)
+            trace = Trace(out)
+            self.assertEqual(trace.nesting_errors, [])
+            for name, pid, start, end in jobs:
+                slices = sorted(trace.named(name, pid), key=lambda s: s.start_ns)
+                self.assertTrue(slices, "%s missing from worker %d" % (name, pid))
+                tolerance = 2000000 + 0.02 * (end - start) + PERF_GUESS_NS
+                for s in slices:
+                    self.assertIn("worker", s.ancestors(), s.ancestors())
+                # One slice, or pieces split at a short wait: abutting, within the job.
+                self.assertLess(abs(slices[0].start_ns - start), tolerance,
+                                "%s starts %d ns off" % (name, slices[0].start_ns - start))
+                self.assertLess(abs(slices[-1].end_ns - end), tolerance,
+                                "%s ends %d ns off" % (name, slices[-1].end_ns - end))
+                for a, b in zip(slices, slices[1:]):
+                    self.assertLess(b.start_ns - a.end_ns, tolerance,
+                                    "%s has a hole of %d ns" % (name, b.start_ns - a.end_ns))
+                self.assertLessEqual(len(slices), 3, slices)
+                # Its two sleeps are exact waits inside it.
+                waits = [w for w in trace.slices if w.pid == pid and w.cat == "off-cpu" and
+                         w.start_ns >= slices[0].start_ns and w.end_ns <= slices[-1].end_ns and
+                         w.dur > 20000]
+                self.assertGreaterEqual(len(waits), 2, waits)
+                self.assertIn(pid, trace.process_names)
+        finally:
+            shutil.rmtree(d)
+
+
+def make_test(python, method):
+    def test(self):
+        self.check_pool(python, method)
+    return test
+
+
+for _label, _python in interpreters():
+    _name = _label.replace(".", "_").replace("-", "_")
+    for _method in ("fork", "spawn"):
+        setattr(PoolRecording, "test_pool_%s_%s" % (_method, _name), make_test(_python, _method))
+setattr(PoolRecording, "test_pool_forkserver", make_test(interpreters()[-1][1], "forkserver"))
+
+
+if __name__ == "__main__":
+    unittest.main()
