@@ -22,7 +22,7 @@ LIB_SRCS := $(wildcard common/*.c) $(wildcard cpython/*.c) $(wildcard trace/*.c)
 	$(wildcard symbolize/*.c)
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/*/test_*.c)
-TEST_HELPER_SRCS := tests/trace/gen_trace.c tests/sampler/sampler_dump.c
+TEST_HELPER_SRCS := tests/trace/gen_trace.c tests/sampler/sampler_dump.c tests/cpython/layout_dump.c
 TEST_SUPPORT_SRCS := tests/common/support.c
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)

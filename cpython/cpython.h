@@ -139,6 +139,10 @@ struct cpython_thread {
  */
 struct cpython_process *cpython_process__new(pid_t pid, uint64_t runtime, unsigned minor);
 
+/* The same, reading the 3.13+ offsets through @mem (NULL: the process itself). */
+struct cpython_process *cpython_process__new_mem(pid_t pid, uint64_t runtime, unsigned minor,
+						 const struct cpython_mem *mem);
+
 /* Finds the runtime of a live process from /proc/PID/maps. NULL with errno set. */
 struct cpython_process *cpython_process__find(pid_t pid);
 

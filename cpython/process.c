@@ -134,6 +134,12 @@ static int read_u64(const struct cpython_mem *mem, uint64_t addr, uint64_t *v)
 
 struct cpython_process *cpython_process__new(pid_t pid, uint64_t runtime, unsigned minor)
 {
+	return cpython_process__new_mem(pid, runtime, minor, NULL);
+}
+
+struct cpython_process *cpython_process__new_mem(pid_t pid, uint64_t runtime, unsigned minor,
+						 const struct cpython_mem *mem)
+{
 	struct cpython_process *p = calloc(1, sizeof(*p));
 	const struct cpython_layout *builtin = cpython_builtin_layout(minor);
 
@@ -153,9 +159,11 @@ struct cpython_process *cpython_process__new(pid_t pid, uint64_t runtime, unsign
 	} else {
 		/* 3.13+: the runtime describes itself. */
 		uint8_t image[CPYTHON_DEBUG_OFFSETS_BYTES];
-		struct cpython_mem mem = { cpython_read_process, &p->pid };
+		struct cpython_mem own = { cpython_read_process, &p->pid };
 
-		if (mem.read(mem.ctx, runtime, image, sizeof(image)) ||
+		if (!mem)
+			mem = &own;
+		if (mem->read(mem->ctx, runtime, image, sizeof(image)) ||
 		    cpython_decode_debug_offsets(image, sizeof(image), minor, &p->layout)) {
 			codes__put(p->codes);
 			free(p);

@@ -1,0 +1,79 @@
+/*
+ * Prints the layout the reader uses, as "name value" lines named like
+ * offsets_probe.c's: built-in for `layout_dump MINOR`, decoded from a live process
+ * for `layout_dump --pid PID`. tests/e2e/test_cpython_offsets.py compares the two.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../cpython/cpython.h"
+
+static void print_layout(const struct cpython_layout *l)
+{
+#define P(name, value) printf("%s %llu\n", name, (unsigned long long)(value))
+	P("runtime.interpreters_head", l->runtime_interpreters_head);
+	P("interp.next", l->interp_next);
+	P("interp.threads_head", l->interp_threads_head);
+	P("tstate.next", l->tstate_next);
+	P("tstate.interp", l->tstate_interp);
+	P("tstate.thread_id", l->tstate_thread_id);
+	if (l->tstate_native_thread_id)
+		P("tstate.native_thread_id", l->tstate_native_thread_id);
+	if (l->minor <= 10) {
+		P("tstate.frame", l->tstate_frame);
+		P("frame.back", l->frame_previous);
+		P("frame.code", l->frame_code);
+		P("frame.lasti", l->frame_instr);
+	} else {
+		if (l->frame_via_cframe) {
+			P("tstate.cframe", l->tstate_frame);
+			P("cframe.current_frame", l->cframe_current_frame);
+		} else {
+			P("tstate.current_frame", l->tstate_frame);
+		}
+		P("iframe.code", l->frame_code);
+		P("iframe.previous", l->frame_previous);
+		P("iframe.instr", l->frame_instr);
+		P("iframe.owner", l->frame_owner);
+		P("code.qualname", l->code_qualname);
+		P("code.code_adaptive", l->code_adaptive);
+	}
+	P("code.filename", l->code_filename);
+	P("code.name", l->code_name);
+	P("code.firstlineno", l->code_firstlineno);
+	P("code.linetable", l->code_linetable);
+	P("unicode.state", l->unicode_state);
+	P("unicode.length", l->unicode_length);
+	P("unicode.ascii_size", l->unicode_ascii_size);
+	P("unicode.compact_size", l->unicode_compact_size);
+	P("bytes.size", l->bytes_size);
+	P("bytes.sval", l->bytes_sval);
+#undef P
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--pid")) {
+		struct cpython_process *p = cpython_process__find(atoi(argv[2]));
+
+		if (!p) {
+			perror("no CPython runtime found");
+			return 1;
+		}
+		printf("minor %u\n", p->layout.minor);
+		print_layout(&p->layout);
+		cpython_process__put(p);
+		return 0;
+	}
+	if (argc == 2) {
+		const struct cpython_layout *l = cpython_builtin_layout((unsigned)atoi(argv[1]));
+
+		if (!l)
+			return 1;
+		print_layout(l);
+		return 0;
+	}
+	fprintf(stderr, "usage: layout_dump MINOR | --pid PID\n");
+	return 2;
+}

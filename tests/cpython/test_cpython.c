@@ -1,0 +1,501 @@
+/*
+ * Tests of the CPython reader without a live interpreter: hand-built line tables of the
+ * three formats, a synthetic 3.14 process image built from the 3.14 layout (tagged code
+ * references, renumbered shim owners, UCS-2 names), and random or truncated garbage fed
+ * to every decoder under ASan.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../cpython/cpython.h"
+
+/* ---- a synthetic address space ---- */
+
+#define IMAGE_BASE 0x10000000ULL
+#define IMAGE_SIZE (64 * 1024)
+
+struct image {
+	uint8_t bytes[IMAGE_SIZE];
+};
+
+static int image_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct image *im = ctx;
+
+	if (addr < IMAGE_BASE || addr - IMAGE_BASE > IMAGE_SIZE ||
+	    len > IMAGE_SIZE - (addr - IMAGE_BASE))
+		return -EFAULT;
+	memcpy(buf, im->bytes + (addr - IMAGE_BASE), len);
+	return 0;
+}
+
+static void put(struct image *im, uint64_t addr, const void *data, size_t len)
+{
+	assert_true(addr >= IMAGE_BASE && addr + len <= IMAGE_BASE + IMAGE_SIZE);
+	memcpy(im->bytes + (addr - IMAGE_BASE), data, len);
+}
+
+static void put_u64(struct image *im, uint64_t addr, uint64_t v)
+{
+	put(im, addr, &v, 8);
+}
+
+static void put_u32(struct image *im, uint64_t addr, uint32_t v)
+{
+	put(im, addr, &v, 4);
+}
+
+/* ---- line tables, hand-built ---- */
+
+struct line_case {
+	int32_t lasti;
+	uint32_t line;
+};
+
+static void check_lines(enum cpython_lines kind, const uint8_t *table, size_t len,
+			uint32_t firstlineno, const struct line_case *cases, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint32_t got = cpython_line(kind, table, len, firstlineno, cases[i].lasti);
+
+		if (got != cases[i].line)
+			fail_msg("kind %d lasti %d: line %u, expected %u", kind, cases[i].lasti,
+				 got, cases[i].line);
+	}
+}
+
+static void test_cpython__lnotab(void **state)
+{
+	/* 3.8/3.9: (address increment, signed line increment) pairs. */
+	static const uint8_t table[] = { 6, 1, 4, 2, 0, 0xff };
+	static const struct line_case cases[] = {
+		{ -1, 5 }, { 0, 5 }, { 5, 5 }, { 6, 6 }, { 9, 6 }, { 10, 7 }, { 40, 7 },
+	};
+
+	(void)state;
+	check_lines(CPYTHON_LNOTAB, table, sizeof(table), 5, cases, 7);
+}
+
+static void test_cpython__linetable_310(void **state)
+{
+	/* 3.10: (start delta, line delta) pairs, -128 = no line for that range. */
+	static const uint8_t table[] = { 4, 1, 6, 0x80, 2, 2 };
+	static const struct line_case cases[] = {
+		{ 0, 21 }, { 3, 21 }, { 4, 0 }, { 9, 0 }, { 10, 23 }, { 11, 23 }, { 12, 0 },
+	};
+
+	(void)state;
+	check_lines(CPYTHON_LINETABLE, table, sizeof(table), 20, cases, 7);
+}
+
+/* A 3.11+ location table: one entry of each form. firstlineno 10. */
+static const uint8_t location_table[] = {
+	0x80 | (13 << 3) | 1, 0x02,		      /* no columns, 2 units, line +1 -> 11 */
+	0x80 | (0 << 3) | 0,  0x00,		      /* short form, 1 unit, same line */
+	0x80 | (11 << 3) | 2, 0x05, 0x09,	      /* one-line form, 3 units, line +1 -> 12 */
+	0x80 | (14 << 3) | 0, 0x05, 0x00, 0x01, 0x02, /* long form, 1 unit, line -2 -> 10 */
+	0x80 | (15 << 3) | 0,			      /* no location, 1 unit */
+};
+
+static void test_cpython__locations(void **state)
+{
+	static const struct line_case cases[] = {
+		{ -1, 10 }, { 0, 11 },	{ 2, 11 }, { 4, 11 }, { 6, 12 },
+		{ 10, 12 }, { 12, 10 }, { 14, 0 }, { 16, 0 },
+	};
+
+	(void)state;
+	check_lines(CPYTHON_LOCATIONS, location_table, sizeof(location_table), 10, cases, 9);
+}
+
+/* ---- _Py_DebugOffsets decoding ---- */
+
+/*
+ * Index (in 8-byte words) of each 3.14 _Py_DebugOffsets section: cookie 0, version 1,
+ * free_threaded 2, runtime_state 3 (3 words), interpreter_state 6 (16), thread_state 22
+ * (9), interpreter_frame 31 (8), code_object 39 (11), pyobject 50 (2), type_object 52
+ * (4), tuple 56 (3), list 59 (3), set 62 (4), dict 66 (3), float 69 (2), long 71 (3),
+ * bytes 74 (3), unicode 77 (4).
+ */
+enum {
+	D14_RUNTIME_INTERPS = 5,
+	D14_INTERP_NEXT = 8,
+	D14_INTERP_THREADS = 9,
+	D14_TSTATE = 22,
+	D14_FRAME = 31,
+	D14_CODE = 39,
+	D14_BYTES = 74,
+	D14_UNICODE = 77,
+	D14_END = 81,
+};
+
+struct layout14 {
+	uint64_t interp_next, interp_threads, tstate_next, tstate_interp, tstate_frame,
+		tstate_native, frame_previous, frame_code, frame_instr, frame_owner, code_filename,
+		code_name, code_qualname, code_linetable, code_firstlineno, code_adaptive;
+};
+
+static const struct layout14 l14 = {
+	.interp_next = 8,
+	.interp_threads = 16,
+	.tstate_next = 8,
+	.tstate_interp = 16,
+	.tstate_frame = 72,
+	.tstate_native = 160,
+	.frame_previous = 8,
+	.frame_code = 0,
+	.frame_instr = 56,
+	.frame_owner = 74,
+	.code_filename = 112,
+	.code_name = 120,
+	.code_qualname = 128,
+	.code_linetable = 136,
+	.code_firstlineno = 68,
+	.code_adaptive = 208,
+};
+
+/* Writes a 3.14 _Py_DebugOffsets at @addr describing l14. */
+static void put_debug_offsets_314(struct image *im, uint64_t addr, uint64_t free_threaded)
+{
+	uint64_t w[D14_END] = { 0 };
+
+	w[1] = 0x030E00F0; /* 3.14.0 final */
+	w[2] = free_threaded;
+	w[D14_RUNTIME_INTERPS] = 1024; /* after the offsets, as in _PyRuntimeState */
+	w[D14_INTERP_NEXT] = l14.interp_next;
+	w[D14_INTERP_THREADS] = l14.interp_threads;
+	w[D14_TSTATE + 2] = l14.tstate_next;
+	w[D14_TSTATE + 3] = l14.tstate_interp;
+	w[D14_TSTATE + 4] = l14.tstate_frame;
+	w[D14_TSTATE + 5] = 152;
+	w[D14_TSTATE + 6] = l14.tstate_native;
+	w[D14_FRAME + 1] = l14.frame_previous;
+	w[D14_FRAME + 2] = l14.frame_code;
+	w[D14_FRAME + 3] = l14.frame_instr;
+	w[D14_FRAME + 4] = 80;
+	w[D14_FRAME + 5] = l14.frame_owner;
+	w[D14_CODE + 1] = l14.code_filename;
+	w[D14_CODE + 2] = l14.code_name;
+	w[D14_CODE + 3] = l14.code_qualname;
+	w[D14_CODE + 4] = l14.code_linetable;
+	w[D14_CODE + 5] = l14.code_firstlineno;
+	w[D14_CODE + 9] = l14.code_adaptive;
+	w[D14_BYTES + 1] = 16;	 /* ob_size */
+	w[D14_BYTES + 2] = 32;	 /* ob_sval */
+	w[D14_UNICODE + 1] = 32; /* state */
+	w[D14_UNICODE + 2] = 16; /* length */
+	w[D14_UNICODE + 3] = 40; /* sizeof(PyASCIIObject) */
+	put(im, addr, w, sizeof(w));
+	put(im, addr, "xdebugpy", 8);
+}
+
+static void test_cpython__decode_debug_offsets(void **state)
+{
+	static struct image image;
+	struct image *im = &image;
+	struct cpython_layout l;
+	uint8_t bytes[CPYTHON_DEBUG_OFFSETS_BYTES];
+
+	(void)state;
+	put_debug_offsets_314(im, IMAGE_BASE, 0);
+	memcpy(bytes, im->bytes, sizeof(bytes));
+	assert_int_equal(cpython_decode_debug_offsets(bytes, sizeof(bytes), 14, &l), 0);
+	assert_int_equal(l.minor, 14);
+	assert_true(l.code_tagged);
+	assert_int_equal(l.owner_first_skipped, 3);
+	assert_int_equal(l.instr, CPYTHON_INSTR_PTR);
+	assert_int_equal(l.interp_threads_head, l14.interp_threads);
+	assert_int_equal(l.tstate_native_thread_id, l14.tstate_native);
+	assert_int_equal(l.frame_owner, l14.frame_owner);
+	assert_int_equal(l.code_qualname, l14.code_qualname);
+	assert_int_equal(l.code_adaptive, l14.code_adaptive);
+	assert_int_equal(l.unicode_compact_size, 56);
+	/* Another minor than asked, a wrong cookie, free-threading, absurd offsets: refused. */
+	assert_int_equal(cpython_decode_debug_offsets(bytes, sizeof(bytes), 13, &l), -EINVAL);
+	assert_int_equal(cpython_decode_debug_offsets(bytes, 16, 14, &l), -EINVAL);
+	bytes[0] = 'X';
+	assert_int_equal(cpython_decode_debug_offsets(bytes, sizeof(bytes), 14, &l), -EINVAL);
+	put_debug_offsets_314(im, IMAGE_BASE, 1);
+	memcpy(bytes, im->bytes, sizeof(bytes));
+	assert_int_equal(cpython_decode_debug_offsets(bytes, sizeof(bytes), 14, &l), -ENOTSUP);
+	put_debug_offsets_314(im, IMAGE_BASE, 0);
+	put_u64(im, IMAGE_BASE + 8 * (D14_CODE + 1), 1ULL << 40);
+	memcpy(bytes, im->bytes, sizeof(bytes));
+	assert_int_equal(cpython_decode_debug_offsets(bytes, sizeof(bytes), 14, &l), -EINVAL);
+}
+
+/* ---- a whole synthetic 3.14 process ---- */
+
+#define RUNTIME (IMAGE_BASE + 0x0000)
+#define INTERP (IMAGE_BASE + 0x2000)
+#define TSTATE (IMAGE_BASE + 0x3000)
+#define FRAMES (IMAGE_BASE + 0x4000)
+#define CODES (IMAGE_BASE + 0x6000)
+#define STRINGS (IMAGE_BASE + 0xa000)
+#define TABLES (IMAGE_BASE + 0xe000)
+#define TID 4242
+
+/* A compact str: ASCII (kind 1, ascii) or UCS-2 (kind 2). Returns its address. */
+static uint64_t put_str(struct image *im, uint64_t *cursor, const char *ascii, const uint16_t *ucs2,
+			size_t n)
+{
+	uint64_t addr = *cursor;
+	uint32_t state = ascii ? (1u << 2 | 1u << 5 | 1u << 6) : (2u << 2 | 1u << 5);
+
+	put_u32(im, addr + 32, state);
+	put_u64(im, addr + 16, n);
+	if (ascii)
+		put(im, addr + 40, ascii, n);
+	else
+		put(im, addr + 56, ucs2, n * 2);
+	*cursor += 64 + n * 2 + 8;
+	*cursor = (*cursor + 15) & ~15ULL;
+	return addr;
+}
+
+static uint64_t put_bytes_obj(struct image *im, uint64_t *cursor, const uint8_t *data, size_t n)
+{
+	uint64_t addr = *cursor;
+
+	put_u64(im, addr + 16, n);
+	put(im, addr + 32, data, n);
+	*cursor += 32 + n + 16;
+	*cursor = (*cursor + 15) & ~15ULL;
+	return addr;
+}
+
+/* Three code objects: outer (ASCII), Cls.méthode (UCS-2), inner. */
+static void build_314(struct image *im)
+{
+	static const uint16_t meth[] = { 'C', 'l', 's', '.', 'm', 0xe9, 't', 'h', 'o', 'd', 'e' };
+	uint64_t strings = STRINGS, tables = TABLES;
+	uint64_t file = put_str(im, &strings, "/app/synthetic.py", NULL, 17);
+	uint64_t names[3], table;
+	int i;
+
+	names[0] = put_str(im, &strings, "outer", NULL, 5);
+	names[1] = put_str(im, &strings, NULL, meth, 11);
+	names[2] = put_str(im, &strings, "outer.<locals>.inner", NULL, 20);
+	table = put_bytes_obj(im, &tables, location_table, sizeof(location_table));
+	put_debug_offsets_314(im, RUNTIME, 0);
+	put_u64(im, RUNTIME + 1024, INTERP);
+	put_u64(im, INTERP + l14.interp_threads, TSTATE);
+	put_u64(im, TSTATE + l14.tstate_interp, INTERP);
+	put_u64(im, TSTATE + l14.tstate_native, TID);
+	put_u64(im, TSTATE + l14.tstate_frame, FRAMES);
+	for (i = 0; i < 3; i++) {
+		uint64_t code = CODES + (uint64_t)i * 0x400;
+
+		put_u64(im, code + l14.code_filename, file);
+		put_u64(im, code + l14.code_name, names[i]);
+		put_u64(im, code + l14.code_qualname, names[i]);
+		put_u64(im, code + l14.code_linetable, table);
+		put_u32(im, code + l14.code_firstlineno, 10);
+	}
+	/*
+	 * Frames, innermost first: inner (at byte 6 -> line 12), a C-stack shim (owner 4),
+	 * Cls.méthode (byte 12 -> line 10), an interpreter-owned base frame (owner 3),
+	 * outer (byte 0 -> line 11). Code references carry 3.14's tag bit.
+	 */
+	struct {
+		int code;
+		uint8_t owner;
+		uint64_t lasti;
+	} chain[] = { { 2, 0, 6 }, { -1, 4, 0 }, { 1, 0, 12 }, { -1, 3, 0 }, { 0, 0, 0 } };
+	for (i = 0; i < 5; i++) {
+		uint64_t frame = FRAMES + (uint64_t)i * 0x100;
+		uint64_t code = chain[i].code < 0 ? 0 : CODES + (uint64_t)chain[i].code * 0x400;
+
+		put_u64(im, frame + l14.frame_code, code ? code | 1 : 0);
+		put_u64(im, frame + l14.frame_previous, i < 4 ? frame + 0x100 : 0);
+		put_u64(im, frame + l14.frame_instr, code + l14.code_adaptive + chain[i].lasti);
+		put(im, frame + l14.frame_owner, &chain[i].owner, 1);
+	}
+}
+
+static void test_cpython__synthetic_314(void **state)
+{
+	static struct image image;
+	struct image *im = &image;
+	struct cpython_mem mem = { image_read, NULL };
+	struct cpython_frame frames[16];
+	struct cpython_process *p;
+	static const struct {
+		const char *name;
+		uint32_t line;
+	} want[] = { { "outer.<locals>.inner", 12 },
+		     { "Cls.m\xc3\xa9thode", 10 },
+		     { "outer", 11 } };
+	int n, i;
+
+	(void)state;
+	mem.ctx = im;
+	build_314(im);
+	p = cpython_process__new_mem(1, RUNTIME, 14, &mem);
+	assert_non_null(p);
+	assert_int_equal(p->layout.minor, 14);
+	n = cpython_walk(p, &mem, TID, 1, frames, 16);
+	assert_int_equal(n, 3);
+	cpython_read_codes(p, &mem, frames, (uint32_t)n);
+	for (i = 0; i < n; i++) {
+		const struct cpython_code_entry *e =
+			cpython_code_lookup(p, frames[i].code, frames[i].fingerprint);
+
+		assert_non_null(e);
+		assert_false(e->unreadable);
+		assert_string_equal(e->info.name, want[i].name);
+		assert_string_equal(e->info.filename, "/app/synthetic.py");
+		assert_int_equal(cpython_line(p->layout.lines, e->info.linetable,
+					      e->info.linetable_len, e->info.firstlineno,
+					      frames[i].lasti),
+				 want[i].line);
+	}
+	/* The frame before each shim began its C-level eval call. */
+	assert_true(frames[0].entry);
+	assert_true(frames[1].entry);
+	assert_true(frames[2].entry);
+	/* An unknown thread has no frames; a cyclic chain ends. */
+	assert_int_equal(cpython_walk(p, &mem, 9999, 2, frames, 16), 0);
+	put_u64(im, FRAMES + 0x400 + l14.frame_previous, FRAMES);
+	n = cpython_walk(p, &mem, TID, 3, frames, 16);
+	assert_true(n >= 0 && n <= 16);
+	cpython_process__put(p);
+}
+
+/* ---- garbage in ---- */
+
+static uint64_t rng = 88172645463325252ULL;
+
+static uint32_t rnd(uint32_t n)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng % n);
+}
+
+static void test_cpython__line_tables_garbage(void **state)
+{
+	uint8_t table[96];
+	int i, k;
+
+	(void)state;
+	for (i = 0; i < 30000; i++) {
+		size_t len = rnd(sizeof(table) + 1);
+		enum cpython_lines kind = (enum cpython_lines)rnd(3);
+		int32_t lasti = (int32_t)rnd(400) - 5;
+		uint8_t *copy;
+
+		for (k = 0; k < (int)len; k++)
+			table[k] = (uint8_t)rnd(256);
+		/* An exact-size heap copy, so ASan sees any read past the end. */
+		copy = malloc(len ? len : 1);
+		assert_non_null(copy);
+		memcpy(copy, table, len);
+		(void)cpython_line(kind, copy, len, rnd(100000), lasti);
+		free(copy);
+	}
+	/* Truncated real tables: every prefix. */
+	for (k = 0; k <= (int)sizeof(location_table); k++) {
+		uint8_t *copy = malloc(k ? (size_t)k : 1);
+
+		memcpy(copy, location_table, (size_t)k);
+		for (i = -1; i < 20; i++)
+			(void)cpython_line(CPYTHON_LOCATIONS, copy, (size_t)k, 10, i);
+		free(copy);
+	}
+}
+
+static bool valid_utf8(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : 3;
+
+		if (*p >= 0xf8 || (*p >= 0x80 && *p < 0xc0))
+			return false;
+		for (p++; n--; p++) {
+			if ((*p & 0xc0) != 0x80)
+				return false;
+		}
+	}
+	return true;
+}
+
+/* Random memory read as strings, code objects and whole processes: no crash, no hang. */
+static void test_cpython__memory_garbage(void **state)
+{
+	struct image *im = calloc(1, sizeof(*im));
+	struct cpython_mem mem = { image_read, NULL };
+	const struct cpython_layout *l = cpython_builtin_layout(12);
+	struct cpython_frame frames[64];
+	int round, i;
+
+	(void)state;
+	assert_non_null(im);
+	mem.ctx = im;
+	for (round = 0; round < 40; round++) {
+		struct cpython_process *p;
+
+		for (i = 0; i < IMAGE_SIZE; i++)
+			im->bytes[i] = (uint8_t)rnd(256);
+		/* Make pointers likely to land inside the image now and then. */
+		for (i = 0; i < 2000; i++)
+			put_u64(im, IMAGE_BASE + 8 * rnd(IMAGE_SIZE / 8),
+				IMAGE_BASE + 8 * rnd(IMAGE_SIZE / 8));
+		for (i = 0; i < 300; i++) {
+			char buf[64];
+			struct cpython_code code;
+			uint64_t addr = IMAGE_BASE + rnd(IMAGE_SIZE + 64);
+
+			if (!cpython_read_string(l, &mem, addr, buf, sizeof(buf))) {
+				assert_true(strlen(buf) < sizeof(buf));
+				assert_true(valid_utf8(buf));
+			}
+			if (!cpython_read_code(l, &mem, addr, &code)) {
+				assert_true(valid_utf8(code.name));
+				assert_true(valid_utf8(code.filename));
+				free(code.linetable);
+			}
+		}
+		p = cpython_process__new_mem(1, IMAGE_BASE + 8 * rnd(IMAGE_SIZE / 8),
+					     8 + (unsigned)rnd(5), &mem);
+		assert_non_null(p);
+		for (i = 0; i < 20; i++) {
+			int n = cpython_walk(p, &mem, rnd(5000), (uint64_t)i * 10000000, frames,
+					     64);
+
+			assert_true(n <= 64);
+			if (n > 0)
+				cpython_read_codes(p, &mem, frames, (uint32_t)n);
+		}
+		cpython_process__put(p);
+	}
+	free(im);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cpython__lnotab),
+		cmocka_unit_test(test_cpython__linetable_310),
+		cmocka_unit_test(test_cpython__locations),
+		cmocka_unit_test(test_cpython__decode_debug_offsets),
+		cmocka_unit_test(test_cpython__synthetic_314),
+		cmocka_unit_test(test_cpython__line_tables_garbage),
+		cmocka_unit_test(test_cpython__memory_garbage),
+	};
+
+	return cmocka_run_group_tests_name("cpython", tests, NULL, NULL);
+}
