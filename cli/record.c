@@ -38,6 +38,8 @@ struct session {
 	struct hashmap *last_stacks; /* tid -> struct last_stack: for waits with no stack */
 	struct trace_frame stack[MAX_FRAMES];
 	uint64_t started_ns, last_progress_ns;
+	bool child_reaped; /* the launched command, reaped when its exit was seen */
+	int child_status;
 	bool progress_shown;
 	int record_errors;
 };
@@ -221,6 +223,37 @@ static void on_fork(struct session *s, const struct sampler_rec *r)
 	}
 }
 
+static int decode_status(int status)
+{
+	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+/*
+ * A process's exit status: for the launched command, our own child, exactly from
+ * waitpid (reaping it); for others from /proc while they are zombies (best effort).
+ */
+static int exit_status_of(struct session *s, pid_t pid)
+{
+	struct timespec pause = { 0, 100000 };
+	int status, i;
+
+	if (pid != sampler__child(s->sampler) || s->child_reaped)
+		return sampler_read_exit_status(pid);
+	/*
+	 * Its exit record is written before the kernel makes it a zombie: it may still be
+	 * on its way out. It certainly exits, so waiting a moment (bounded) is safe.
+	 */
+	for (i = 0; i < 10000; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			s->child_reaped = true;
+			s->child_status = decode_status(status);
+			return s->child_status;
+		}
+		nanosleep(&pause, NULL);
+	}
+	return -1;
+}
+
 static void dispatch(struct session *s, const struct sampler_rec *r)
 {
 	struct trace_event ev = { .pid = r->pid, .tid = r->tid, .t_ns = r->time_ns };
@@ -249,7 +282,7 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 		trace__end_thread(s->trace, r->pid, r->tid, r->time_ns);
 		if (r->exit.last_in_process) {
 			ev.kind = TRACE_EVENT_EXIT;
-			ev.value = sampler_read_exit_status((pid_t)r->pid);
+			ev.value = exit_status_of(s, (pid_t)r->pid);
 			trace__event(s->trace, &ev);
 		}
 		symbolizer__track(s->sym, r);
@@ -460,9 +493,7 @@ static int wait_child(pid_t child, bool announce, sig_atomic_t signals_used)
 		if (errno != EINTR)
 			return EXIT_INTERNAL;
 	}
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
+	return decode_status(status);
 }
 
 static void note_losses(struct session *s)
@@ -541,8 +572,9 @@ int cli_record(const struct cli_opts *o)
 	status = close_err ? EXIT_CANT_CREATE : 0;
 	child = sampler__child(s->sampler);
 	if (child) {
-		/* Reaped by the exec check when the command could not start. */
-		int child_status = wait_child(child, !sampler__done(s->sampler), signals_used);
+		int child_status = s->child_reaped ? s->child_status
+						   : wait_child(child, !sampler__done(s->sampler),
+								signals_used);
 
 		status = close_err ? EXIT_CANT_CREATE : child_status;
 	}
@@ -550,24 +582,8 @@ out_free:
 	sampler__free(s->sampler);
 	symbolizer__free(s->sym);
 	frame_table__free(s->frames);
-	if (s->names) {
-		size_t cursor = 0;
-		uint64_t key;
-		void *value;
-
-		while (hashmap__next(s->names, &cursor, &key, &value))
-			free(value);
-		hashmap__free(s->names);
-	}
-	if (s->last_stacks) {
-		size_t cursor = 0;
-		uint64_t key;
-		void *value;
-
-		while (hashmap__next(s->last_stacks, &cursor, &key, &value))
-			free(value);
-		hashmap__free(s->last_stacks);
-	}
+	hashmap__free_all(s->names, free);
+	hashmap__free_all(s->last_stacks, free);
 	free(s);
 	return status;
 }

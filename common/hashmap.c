@@ -47,6 +47,19 @@ void hashmap__free(struct hashmap *map)
 	free(map);
 }
 
+void hashmap__free_all(struct hashmap *map, void (*free_value)(void *value))
+{
+	size_t i;
+
+	if (!map)
+		return;
+	for (i = 0; i < map->capacity; i++) {
+		if (map->slots[i].value)
+			free_value(map->slots[i].value);
+	}
+	hashmap__free(map);
+}
+
 static struct hashmap_slot *find_slot(const struct hashmap *map, uint64_t key)
 {
 	size_t i = slot_of(key, map->capacity);

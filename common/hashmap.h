@@ -13,6 +13,9 @@ struct hashmap *hashmap__new(void);
 /* Frees the map, not the values it points to. Accepts NULL. */
 void hashmap__free(struct hashmap *map);
 
+/* Frees the map and, with @free_value, every value in it. Accepts NULL. */
+void hashmap__free_all(struct hashmap *map, void (*free_value)(void *value));
+
 /* Returns the value stored under @key, or NULL when there is none. */
 void *hashmap__get(const struct hashmap *map, uint64_t key);
 

@@ -42,18 +42,17 @@ static void entry_chain_free(struct cpython_code_entry *e)
 	}
 }
 
+static void free_chain_value(void *e)
+{
+	entry_chain_free(e);
+}
+
 static void codes__put(struct cpython_codes *c)
 {
-	size_t cursor = 0;
-	uint64_t key;
-	void *value;
-
 	if (!c || --c->refs > 0)
 		return;
-	while (hashmap__next(c->by_address, &cursor, &key, &value))
-		entry_chain_free(value);
+	hashmap__free_all(c->by_address, free_chain_value);
 	entry_chain_free(c->retired);
-	hashmap__free(c->by_address);
 	free(c);
 }
 

@@ -583,9 +583,18 @@ static void capture_cmdline(struct sampler *s, const struct qrec *q)
 		free(copy);
 }
 
-/* Remembers a stack walked in this drain: its code objects are read at the end. */
-static void fresh_stack(struct sampler *s, struct py_stack *ps)
+static struct py_stack *py_stack_copy(const struct py_stack *src);
+
+/*
+ * Remembers a stack walked in this drain (a copy: the original may be trimmed or freed
+ * meanwhile): its code objects are read at the end.
+ */
+static void fresh_stack(struct sampler *s, const struct py_stack *walked)
 {
+	struct py_stack *ps = py_stack_copy(walked);
+
+	if (!ps)
+		return;
 	if (s->nfresh == s->fresh_capacity) {
 		size_t capacity = s->fresh_capacity ? s->fresh_capacity * 2 : 256;
 		struct py_stack **grown = realloc(s->fresh, capacity * sizeof(*grown));
@@ -606,8 +615,10 @@ static void read_fresh_codes(struct sampler *s)
 {
 	size_t i;
 
-	for (i = 0; i < s->nfresh; i++)
+	for (i = 0; i < s->nfresh; i++) {
 		cpython_read_codes(s->fresh[i]->proc, NULL, s->fresh[i]->frames, s->fresh[i]->n);
+		py_stack_free(s->fresh[i]);
+	}
 	s->nfresh = 0;
 }
 
@@ -634,12 +645,12 @@ static struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t ti
 	ps->proc = cpython_process__get(proc);
 	ps->codes = NULL;
 	ps->read_ns = sampler_now_ns();
-	fresh_stack(s, ps);
 	ps->at_ns = at_ns;
 	ps->extended = false;
 	ps->exact = exact;
 	ps->n = (uint32_t)n;
 	memcpy(ps->frames, s->py_scratch, (size_t)n * sizeof(ps->frames[0]));
+	fresh_stack(s, ps);
 	return ps;
 }
 
@@ -718,9 +729,14 @@ static void keep_common_root(struct py_stack *guess, const struct py_stack *afte
  * returned under that function; a narrower one splits slices at short waits. Measured
  * on the pool test (tests/e2e/test_python_record.py), 4 periods does best.
  */
+static uint64_t period_ns(const struct sampler *s)
+{
+	return 1000000000ULL / s->opts.frequency_hz;
+}
+
 static uint64_t guess_window(const struct sampler *s)
 {
-	return 4 * (1000000000ULL / s->opts.frequency_hz);
+	return 4 * period_ns(s);
 }
 
 static bool guess_fits(struct sampler *s, const struct task_state *t, const struct py_stack *ps,
@@ -813,6 +829,20 @@ static void track_python(struct sampler *s, struct qrec *q)
 		t = task_get(s, ids[0], ids[1], true);
 		if (!t)
 			return;
+		if (q->py && q->py->read_ns - q->time > 2 * period_ns(s) && t->last_py &&
+		    t->last_py->at_ns <= q->time && t->last_py->proc == q->py->proc) {
+			/*
+			 * Read well after the sample (a busy machine): the thread may have
+			 * moved on. What it had both before the sample and when read held
+			 * at the sample; keep that.
+			 */
+			keep_common_root(q->py, t->last_py);
+			s->stats.late_walks++;
+		}
+		if (q->py && !q->py->n) {
+			py_stack_free(q->py);
+			q->py = NULL;
+		}
 		if (q->py) {
 			py_stack_free(t->last_py);
 			t->last_py = py_stack_copy(q->py);
@@ -998,10 +1028,7 @@ static void capture_waiting(struct sampler *s)
 		}
 		capture_keep(s, (uint32_t)key, c);
 	}
-	cursor = 0;
-	while (hashmap__next(s->pending_outs, &cursor, &key, &value))
-		free(value);
-	hashmap__free(s->pending_outs);
+	hashmap__free_all(s->pending_outs, free);
 	s->pending_outs = hashmap__new();
 }
 
@@ -1609,11 +1636,24 @@ pid_t sampler__child(const struct sampler *s)
 	return s->child.pid;
 }
 
+static void free_task_value(void *t)
+{
+	task_free(t);
+}
+
+static void free_captures_value(void *c)
+{
+	capture_list_free(c);
+}
+
+static void put_python_value(void *p)
+{
+	cpython_process__put(p);
+}
+
 void sampler__free(struct sampler *s)
 {
-	size_t i, cursor = 0;
-	uint64_t key;
-	void *value;
+	size_t i;
 
 	if (!s)
 		return;
@@ -1628,43 +1668,16 @@ void sampler__free(struct sampler *s)
 		qrec_free(s->batch[i]);
 	free(s->batch);
 	release_held(s);
-	if (s->tasks) {
-		while (hashmap__next(s->tasks, &cursor, &key, &value))
-			task_free(value);
-	}
-	cursor = 0;
-	if (s->procs) {
-		while (hashmap__next(s->procs, &cursor, &key, &value))
-			free(value);
-	}
-	cursor = 0;
-	if (s->cmdlines) {
-		while (hashmap__next(s->cmdlines, &cursor, &key, &value))
-			free(value);
-	}
-	hashmap__free(s->cmdlines);
-	cursor = 0;
-	if (s->pending_outs) {
-		while (hashmap__next(s->pending_outs, &cursor, &key, &value))
-			free(value);
-	}
-	hashmap__free(s->pending_outs);
-	cursor = 0;
-	if (s->captures) {
-		while (hashmap__next(s->captures, &cursor, &key, &value))
-			capture_list_free(value);
-	}
-	hashmap__free(s->captures);
-	cursor = 0;
-	if (s->pythons) {
-		while (hashmap__next(s->pythons, &cursor, &key, &value))
-			cpython_process__put(value);
-	}
-	hashmap__free(s->pythons);
+	hashmap__free_all(s->tasks, free_task_value);
+	hashmap__free_all(s->procs, free);
+	hashmap__free_all(s->cmdlines, free);
+	hashmap__free_all(s->pending_outs, free);
+	hashmap__free_all(s->captures, free_captures_value);
+	hashmap__free_all(s->pythons, put_python_value);
 	free(s->py_scratch);
+	for (i = 0; i < s->nfresh; i++)
+		py_stack_free(s->fresh[i]);
 	free(s->fresh);
-	hashmap__free(s->tasks);
-	hashmap__free(s->procs);
 	hashmap__free(s->roles);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

@@ -129,6 +129,7 @@ struct sampler_stats {
 	uint64_t unpaired_switches;  /* switch records without their other half */
 	uint64_t python_walks;	     /* Python stacks read */
 	uint64_t stale_captures;     /* waits read from outside too late, discarded */
+	uint64_t late_walks;	     /* samples whose stack was read late, cut to what held */
 	uint64_t python_walk_errors; /* reads that failed (a thread state or frame moved) */
 	uint32_t processes;	     /* alive now */
 	uint32_t threads;	     /* alive now */

@@ -35,26 +35,23 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts, struct fr
 	return sym;
 }
 
+static void put_addrspace_value(void *as)
+{
+	native_addrspace_put(as);
+}
+
+static void free_symtab_value(void *tab)
+{
+	symtab__free(tab);
+}
+
 void symbolizer__free(struct symbolizer *sym)
 {
-	size_t cursor = 0;
-	uint64_t key;
-	void *value;
-
 	if (!sym)
 		return;
-	if (sym->processes) {
-		while (hashmap__next(sym->processes, &cursor, &key, &value))
-			native_addrspace_put(value);
-	}
-	cursor = 0;
-	if (sym->symtabs) {
-		while (hashmap__next(sym->symtabs, &cursor, &key, &value))
-			symtab__free(value);
-	}
+	hashmap__free_all(sym->processes, put_addrspace_value);
+	hashmap__free_all(sym->symtabs, free_symtab_value);
 	free(sym->scratch);
-	hashmap__free(sym->processes);
-	hashmap__free(sym->symtabs);
 	kernel_syms__free(sym->kernel);
 	free(sym);
 }

@@ -87,17 +87,16 @@ static void thread_stack__free(struct thread_stack *ts)
 	free(ts);
 }
 
+static void free_thread_value(void *ts)
+{
+	thread_stack__free(ts);
+}
+
 void coalescer__free(struct coalescer *c)
 {
-	size_t cursor = 0;
-	uint64_t key;
-	void *value;
-
 	if (!c)
 		return;
-	while (hashmap__next(c->threads, &cursor, &key, &value))
-		thread_stack__free(value);
-	hashmap__free(c->threads);
+	hashmap__free_all(c->threads, free_thread_value);
 	free(c);
 }
 

@@ -31,21 +31,19 @@ struct names *names__new(void)
 	return names;
 }
 
+static void free_entry_value(void *value)
+{
+	struct name_entry *e = value;
+
+	free(e->name);
+	free(e);
+}
+
 void names__free(struct names *names)
 {
-	size_t cursor = 0;
-	uint64_t key;
-	void *value;
-
 	if (!names)
 		return;
-	while (hashmap__next(names->entries, &cursor, &key, &value)) {
-		struct name_entry *e = value;
-
-		free(e->name);
-		free(e);
-	}
-	hashmap__free(names->entries);
+	hashmap__free_all(names->entries, free_entry_value);
 	free(names);
 }
 

@@ -62,11 +62,35 @@ static void test_hashmap__rejects_null_value(void **state)
 	hashmap__free(NULL);
 }
 
+static int freed;
+
+static void count_free(void *value)
+{
+	freed++;
+	free(value);
+}
+
+static void test_hashmap__free_all_frees_every_value(void **state)
+{
+	struct hashmap *map = hashmap__new();
+	int i;
+
+	(void)state;
+	for (i = 0; i < 100; i++)
+		assert_int_equal(hashmap__set(map, (uint64_t)i * 7, malloc(8)), 0);
+	free(hashmap__remove(map, 7));
+	freed = 0;
+	hashmap__free_all(map, count_free);
+	assert_int_equal(freed, 99);
+	hashmap__free_all(NULL, count_free);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hashmap__matches_model),
 		cmocka_unit_test(test_hashmap__rejects_null_value),
+		cmocka_unit_test(test_hashmap__free_all_frees_every_value),
 	};
 
 	return cmocka_run_group_tests_name("hashmap", tests, NULL, NULL);
