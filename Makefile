@@ -76,6 +76,17 @@ $(BUILD)/bench/cpu_bound: bench/cpu_bound.c
 bench: pytrace-sample $(BUILD)/bench/cpu_bound
 	python3 bench/perf_overhead.py
 
+# The tool itself under ASan+UBSan, for a second end-to-end pass (tests/run.sh).
+ASAN_OBJS := $(LIB_SRCS:%.c=$(BUILD)/aobj/%.o) $(CLI_SRCS:%.c=$(BUILD)/aobj/%.o)
+
+$(BUILD)/aobj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SANITIZE) -c -o $@ $<
+
+$(BUILD)/asan/pytrace-sample: $(ASAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SANITIZE) -o $@ $^ $(PKG_LIBS)
+
 deps:
 	./tools/install-deps.sh
 
@@ -84,11 +95,11 @@ viewer-deps: tests/viewer/node_modules/.package-lock.json
 tests/viewer/node_modules/.package-lock.json: tests/viewer/package.json tests/viewer/package-lock.json
 	cd tests/viewer && npm ci --no-audit --no-fund
 
-test: pytrace-sample $(TEST_BINS) $(TEST_HELPERS) $(FIXTURES) viewer-deps
+test: pytrace-sample $(BUILD)/asan/pytrace-sample $(TEST_BINS) $(TEST_HELPERS) $(FIXTURES) viewer-deps
 	./tests/run.sh $(BUILD)
 
 check:
-	$(MAKE) WERROR=1 all $(TEST_BINS) $(TEST_HELPERS) $(FIXTURES)
+	$(MAKE) WERROR=1 all $(BUILD)/asan/pytrace-sample $(TEST_BINS) $(TEST_HELPERS) $(FIXTURES)
 	$(MAKE) format-check static
 	$(MAKE) WERROR=1 test
 

@@ -917,6 +917,8 @@ static void follow_batch(struct sampler *s)
 {
 	size_t i;
 
+	if (!s->batch_count)
+		return; /* qsort() wants a non-NULL array even for nothing */
 	qsort(s->batch, s->batch_count, sizeof(*s->batch), by_time);
 	for (i = 0; i < s->batch_count; i++) {
 		struct qrec *rec = s->batch[i];

@@ -38,19 +38,29 @@ for script in tests/viewer/test_*.mjs; do
 		failed=$((failed + f))
 	fi
 done
-echo "== tests/e2e"
-PYTRACE_BUILD="$build" python3 tests/e2e/run.py 2>&1 | tee "$log"
-p=$(sed -n 's/^e2e: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1/p' "$log")
-f=$(sed -n 's/^e2e: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\2/p' "$log")
-s=$(sed -n 's/^e2e: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\3/p' "$log")
-if [ -z "$p" ]; then
-	echo "tests/e2e ended without a summary"
-	failed=$((failed + 1))
-else
-	passed=$((passed + p))
-	failed=$((failed + f))
-	skipped=$((skipped + s))
-fi
+# The end-to-end tests, then the functional ones again with the tool under ASan+UBSan
+# (the timing-sensitive pool test is left out of that pass: sanitizers slow the tool).
+run_e2e() {
+	label=$1
+	shift
+	echo "== tests/e2e ($label)"
+	"$@" 2>&1 | tee "$log"
+	p=$(sed -n "s/^$label: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1/p" "$log")
+	f=$(sed -n "s/^$label: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\2/p" "$log")
+	s=$(sed -n "s/^$label: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\3/p" "$log")
+	if [ -z "$p" ]; then
+		echo "tests/e2e ($label) ended without a summary"
+		failed=$((failed + 1))
+	else
+		passed=$((passed + p))
+		failed=$((failed + f))
+		skipped=$((skipped + s))
+	fi
+}
+run_e2e e2e env PYTRACE_BUILD="$build" python3 tests/e2e/run.py e2e
+run_e2e e2e-asan env PYTRACE_BUILD="$build" \
+	PYTRACE_TOOL="$(cd "$build" && pwd)/asan/pytrace-sample" \
+	python3 tests/e2e/run.py e2e-asan test_perf_tree test_python_dump test_python_views
 rm -f "$log"
 
 echo "tests: $passed passed, $failed failed, $skipped skipped"

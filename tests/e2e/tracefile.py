@@ -6,7 +6,7 @@ import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("PYTRACE_BUILD", os.path.join(ROOT, "build"))
-TOOL = os.path.join(ROOT, "pytrace-sample")
+TOOL = os.environ.get("PYTRACE_TOOL", os.path.join(ROOT, "pytrace-sample"))
 
 
 class Slice:
