@@ -11,10 +11,11 @@ WARNINGS := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prot
 ifeq ($(WERROR),1)
 WARNINGS += -Werror
 endif
-PKGS := zlib libdw libelf
+PKGS := zlib libdw libelf libbpf
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lz -ldw -lelf) -pthread
-BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARNINGS) -DPYTRACE_VERSION='"$(VERSION)"' -MMD -MP $(PKG_CFLAGS)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lz -ldw -lelf -lbpf) -pthread
+BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARNINGS) -DPYTRACE_VERSION='"$(VERSION)"' -MMD -MP $(PKG_CFLAGS) \
+	-I$(BUILD)/bpf
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 LIB_SRCS := $(wildcard common/*.c) $(wildcard cpython/*.c) $(wildcard trace/*.c) \
@@ -56,6 +57,25 @@ WRAP_test_out := -Wl,--wrap=write -Wl,--wrap=ftruncate
 $(BUILD)/tests/%: $(BUILD)/tobj/tests/%.o $(TLIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANITIZE) $(WRAP_$(notdir $@)) -o $@ $^ -lcmocka $(PKG_LIBS)
+
+# Kernel-side programs: vmlinux.h from the running kernel's BTF, CO-RE objects built
+# with clang, skeletons with bpftool (sampler/bpf_switch.c includes the skeleton).
+BTF ?= /sys/kernel/btf/vmlinux
+BPF_CLANG ?= clang
+
+$(BUILD)/bpf/vmlinux.h:
+	@mkdir -p $(dir $@)
+	@test -r $(BTF) || { echo "error: no kernel BTF at $(BTF): the eBPF programs need a kernel built with CONFIG_DEBUG_INFO_BTF" >&2; exit 1; }
+	bpftool btf dump file $(BTF) format c > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/bpf/pytrace.bpf.o: bpf/pytrace.bpf.c bpf/pytrace_bpf.h $(BUILD)/bpf/vmlinux.h
+	$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_x86 -I$(BUILD)/bpf -Ibpf -c -o $@ $<
+
+$(BUILD)/bpf/pytrace.skel.h: $(BUILD)/bpf/pytrace.bpf.o
+	bpftool gen skeleton $< name pytrace_bpf > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/sampler/bpf_switch.o $(BUILD)/tobj/sampler/bpf_switch.o $(BUILD)/aobj/sampler/bpf_switch.o: \
+	$(BUILD)/bpf/pytrace.skel.h
 
 # Fixtures for the end-to-end tests: -O2 without frame pointers, like distribution code.
 FIXTURES := $(BUILD)/fixtures/tree $(BUILD)/fixtures/tree_exec_target

@@ -33,6 +33,10 @@ static void usage(FILE *f)
 		"\n"
 		"sampling:\n"
 		"  -F, --frequency HZ    samples per second of CPU time per thread (default 1000, at most 100000)\n"
+		"      --backend B       auto (default): perf events, plus the eBPF switch-out reader when\n"
+		"                        it loads (root): then every wait of a Python thread has its exact\n"
+		"                        Python stack, read by the kernel at the switch; perf: without it;\n"
+		"                        bpf: require it\n"
 		"      --mode MODE       wall (default): whole lives of threads, with off-CPU waits as exact\n"
 		"                        spans labelled with why (sleep, lock wait, read, poll, preempted ...);\n"
 		"                        cpu: on-CPU samples only\n"
@@ -51,7 +55,8 @@ static void usage(FILE *f)
 		"\n"
 		"Python: CPython 3.8 to 3.14 processes show Python functions (qualified names from 3.11),\n"
 		"files and lines, read from outside; nothing is written to or stops the target. Waits\n"
-		"longer than ~2 ms show the exact Python stack (read while the thread cannot move). An\n"
+		"show the exact Python stack: read by the kernel at the switch (eBPF, as root), else\n"
+		"read while the thread cannot move (waits over ~2 ms). An\n"
 		"on-CPU sample's Python stack is read about 1 ms after the sample (this backend cannot\n"
 		"read it at the instant), so it is approximate: code that ran for less than that may be\n"
 		"shown under its neighbour. A shorter wait gets the frames its thread had both before\n"
@@ -117,7 +122,7 @@ static int bad_usage(const char *fmt, ...)
 /* Fills @o from the command line; returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, struct cli_opts *o)
 {
-	enum { OPT_FORMAT = 256, OPT_MODE, OPT_KERNEL, OPT_STACK, OPT_NATIVE };
+	enum { OPT_FORMAT = 256, OPT_MODE, OPT_KERNEL, OPT_STACK, OPT_NATIVE, OPT_BACKEND };
 	static const struct option long_opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, OPT_FORMAT },
@@ -125,6 +130,7 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		{ "mode", required_argument, NULL, OPT_MODE },
 		{ "kernel", no_argument, NULL, OPT_KERNEL },
 		{ "native", no_argument, NULL, OPT_NATIVE },
+		{ "backend", required_argument, NULL, OPT_BACKEND },
 		{ "stack-size", required_argument, NULL, OPT_STACK },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "pid", required_argument, NULL, 'p' },
@@ -173,6 +179,17 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 			break;
 		case OPT_NATIVE:
 			o->native = true;
+			break;
+		case OPT_BACKEND:
+			if (!strcmp(optarg, "auto"))
+				o->sampler.backend = SAMPLER_BACKEND_AUTO;
+			else if (!strcmp(optarg, "perf"))
+				o->sampler.backend = SAMPLER_BACKEND_PERF;
+			else if (!strcmp(optarg, "bpf"))
+				o->sampler.backend = SAMPLER_BACKEND_BPF;
+			else
+				return bad_usage("unknown backend '%s' (auto, perf or bpf)",
+						 optarg);
 			break;
 		case OPT_STACK: {
 			long n = strtol(optarg, &end, 10);

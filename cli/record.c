@@ -358,6 +358,13 @@ static int sampler_error(const struct cli_opts *o, int err, pid_t bad_pid)
 		paranoid[strcspn(paranoid, "\n")] = '\0';
 		fclose(f);
 	}
+	if (o->sampler.backend == SAMPLER_BACKEND_BPF && (err == EPERM || err == EACCES)) {
+		fprintf(stderr,
+			"pytrace-sample: cannot load the eBPF programs: %s (run with sudo, or "
+			"use --backend perf)\n",
+			strerror(err));
+		return EXIT_NO_PERMISSION;
+	}
 	if (o->argv && err == ENOENT) {
 		fprintf(stderr, "pytrace-sample: %s: command not found\n", o->argv[0]);
 		return EXIT_NOT_FOUND;
@@ -508,6 +515,9 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "lost_records", st.lost_records);
 	trace__note(s->trace, "lost_samples", st.lost_samples);
 	trace__note(s->trace, "throttled", st.throttled);
+	trace__note(s->trace, "kernel_switch_stacks", st.kernel_switch_stacks);
+	trace__note(s->trace, "late_python_walks", st.late_walks);
+	trace__note(s->trace, "stale_captures", st.stale_captures);
 	trace__note(s->trace, "frequency_hz", s->opts->sampler.frequency_hz);
 	trace__note(s->trace, "unknown_native_frames", sy.unknown_frames);
 	trace__note(s->trace, "stacks_without_user_state", sy.no_user_state);

@@ -126,6 +126,7 @@ struct cpython_process {
 	uint64_t threads_read_ns;
 	struct cpython_codes *codes;
 	uint64_t codes_read, codes_unreadable;
+	uint64_t threads_generation; /* bumped each time the thread list is read */
 };
 
 struct cpython_thread {
@@ -166,6 +167,18 @@ struct cpython_frame {
  */
 int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
 		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max);
+
+/*
+ * Turns frames read elsewhere (the kernel, at a context switch) into walked frames:
+ * drops shim frames, marks entry frames, computes instruction offsets. @code, @instr and
+ * @owner are as read from the frame; returns the count written.
+ */
+struct cpython_raw_frame {
+	uint64_t code, fingerprint, instr;
+	uint8_t owner;
+};
+int cpython_frames_from_raw(const struct cpython_layout *l, const struct cpython_raw_frame *raw,
+			    uint32_t nraw, struct cpython_frame *frames, uint32_t max);
 
 /* Reads the code objects of walked frames that the process's cache lacks. */
 void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem,

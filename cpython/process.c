@@ -305,6 +305,7 @@ static int read_threads(struct cpython_process *p, const struct cpython_mem *mem
 	free(p->threads);
 	p->threads = list;
 	p->nthreads = n;
+	p->threads_generation++;
 	return 0;
 out_fail:
 	free(pthreads);
@@ -354,6 +355,45 @@ static int32_t frame_lasti(const struct cpython_layout *l, const uint8_t *buf, u
 			return -1;
 		return (int32_t)(ptr - (code + l->code_adaptive));
 	}
+}
+
+/* The instruction offset in bytes from a frame's raw instr field (see frame_lasti). */
+static int32_t raw_lasti(const struct cpython_layout *l, uint64_t instr, uint64_t code)
+{
+	if (l->instr == CPYTHON_LASTI_BYTES || l->instr == CPYTHON_LASTI_UNITS) {
+		int32_t lasti = (int32_t)(uint32_t)instr;
+
+		return l->instr == CPYTHON_LASTI_BYTES ? lasti : (lasti < 0 ? -1 : lasti * 2);
+	}
+	if (instr < code + l->code_adaptive || instr - (code + l->code_adaptive) > (1u << 30))
+		return -1;
+	return (int32_t)(instr - (code + l->code_adaptive));
+}
+
+int cpython_frames_from_raw(const struct cpython_layout *l, const struct cpython_raw_frame *raw,
+			    uint32_t nraw, struct cpython_frame *frames, uint32_t max)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < nraw && n < max; i++) {
+		if (l->frame_owner && raw[i].owner >= l->owner_first_skipped) {
+			if (n)
+				frames[n - 1].entry =
+					true; /* the frame before a shim began a call */
+			continue;
+		}
+		if (!raw[i].code)
+			break;
+		frames[n].code = raw[i].code;
+		frames[n].fingerprint = raw[i].fingerprint;
+		frames[n].lasti = raw_lasti(l, raw[i].instr, raw[i].code);
+		/* Before 3.11 every frame has its own C-level call; 3.11's is_entry is not read. */
+		frames[n].entry = l->instr <= CPYTHON_LASTI_UNITS;
+		n++;
+	}
+	if (n)
+		frames[n - 1].entry = true;
+	return (int)n;
 }
 
 void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem,

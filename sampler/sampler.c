@@ -26,6 +26,7 @@
 
 #include "../common/hashmap.h"
 #include "../common/log.h"
+#include "bpf_switch.h"
 #include "launch.h"
 #include "procfs.h"
 #include "ring.h"
@@ -74,8 +75,10 @@ struct task_state {
 	uint64_t outside_stack_size;
 	uint64_t outside_read_ns;
 	struct py_stack *outside_py;
-	struct py_stack *last_py;   /* of the latest sample followed: the drainer's view */
-	struct py_stack *out_py;    /* last_py as of the switch-out: a guess for short waits */
+	struct py_stack *last_py;	 /* of the latest sample followed: the drainer's view */
+	struct py_stack *out_py;	 /* last_py as of the switch-out: a guess for short waits */
+	struct py_stack *kernel_outs[8]; /* read by the kernel at switch-outs, oldest first */
+	uint32_t nkernel_outs;
 	uint64_t chain_start;	    /* the first switch-in since the last stack read, or 0 */
 	struct after_stack *afters; /* oldest first: kept until their waits go out */
 };
@@ -183,6 +186,8 @@ struct sampler {
 	struct hashmap *pending_outs; /* tid -> struct pending_out, during one drain */
 	struct hashmap *captures;     /* tid -> struct outside_capture */
 	struct hashmap *pythons;      /* pid -> struct cpython_process */
+	struct bpf_switch *bpf;	      /* Python frames read by the kernel at switch-outs */
+	struct hashmap *bpf_synced;   /* pid -> thread list generation + 1 mirrored there */
 	pthread_t drainer;	      /* drains, follows and walks every ~1 ms */
 	bool drainer_running;
 	volatile bool drainer_stop;
@@ -434,6 +439,8 @@ static void task_free(struct task_state *t)
 	py_stack_free(t->outside_py);
 	py_stack_free(t->last_py);
 	py_stack_free(t->out_py);
+	while (t->nkernel_outs)
+		py_stack_free(t->kernel_outs[--t->nkernel_outs]);
 	while (t->afters) {
 		struct after_stack *a = t->afters;
 
@@ -623,6 +630,10 @@ static void read_fresh_codes(struct sampler *s)
 	s->nfresh = 0;
 }
 
+static void sync_threads(struct sampler *s, uint32_t pid, struct cpython_process *proc);
+struct task_state;
+static struct py_stack *take_kernel_out(struct task_state *t, uint64_t out_time);
+
 /* Reads the Python frames of @tid now, when @pid runs CPython. NULL otherwise. */
 static struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool exact,
 				    uint64_t at_ns)
@@ -635,6 +646,7 @@ static struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t ti
 		return NULL;
 	n = cpython_walk(proc, NULL, tid, sampler_now_ns(), s->py_scratch, CPYTHON_MAX_FRAMES);
 	s->stats.python_walks++;
+	sync_threads(s, pid, proc);
 	if (n <= 0) {
 		if (n < 0)
 			s->stats.python_walk_errors++;
@@ -750,8 +762,27 @@ static bool guess_fits(struct sampler *s, const struct task_state *t, const stru
 static void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc)
 {
 	cpython_process__put(hashmap__remove(s->pythons, pid));
-	if (proc && hashmap__set(s->pythons, pid, proc))
+	if (proc && hashmap__set(s->pythons, pid, proc)) {
 		cpython_process__put(proc);
+		proc = NULL;
+	}
+	if (s->bpf) {
+		bpf_switch__set_process(s->bpf, pid, proc ? &proc->layout : NULL);
+		hashmap__remove(s->bpf_synced, pid);
+	}
+}
+
+/* Mirrors a process's thread states into the kernel's map after they were re-read. */
+static void sync_threads(struct sampler *s, uint32_t pid, struct cpython_process *proc)
+{
+	uint64_t synced = (uint64_t)(uintptr_t)hashmap__get(s->bpf_synced, pid);
+	size_t i;
+
+	if (!s->bpf || synced == proc->threads_generation + 1)
+		return;
+	for (i = 0; i < proc->nthreads; i++)
+		bpf_switch__set_thread(s->bpf, proc->threads[i].tid, proc->threads[i].tstate);
+	hashmap__set(s->bpf_synced, pid, (void *)(uintptr_t)(proc->threads_generation + 1));
 }
 
 /*
@@ -791,8 +822,20 @@ static void track_python(struct sampler *s, struct qrec *q)
 		 * another: drained later, it must not replace what the child's own new
 		 * image already told (a runtime found in a mapping always wins).
 		 */
-		if (ppid != ids[0] && parent && !hashmap__get(s->pythons, ids[0]))
+		if (ppid != ids[0] && parent && !hashmap__get(s->pythons, ids[0])) {
+			uint32_t tid, ptid;
+			size_t i;
+
 			set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]));
+			/* The child is a copy of the forking thread: same thread state address. */
+			memcpy(&tid, p + 8, 4);
+			memcpy(&ptid, p + 12, 4);
+			for (i = 0; s->bpf && i < parent->nthreads; i++) {
+				if (parent->threads[i].tid == ptid)
+					bpf_switch__set_thread(s->bpf, tid,
+							       parent->threads[i].tstate);
+			}
+		}
 	} else if (hdr->type == PERF_RECORD_COMM && (hdr->misc & PERF_RECORD_MISC_COMM_EXEC)) {
 		set_python(s, ids[0], NULL);
 	} else if (hdr->type == PERF_RECORD_SWITCH && !(hdr->misc & PERF_RECORD_MISC_SWITCH_OUT)) {
@@ -811,11 +854,17 @@ static void track_python(struct sampler *s, struct qrec *q)
 	} else if (hdr->type == PERF_RECORD_SWITCH && (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT)) {
 		struct task_state *t;
 
-		/* The stack it most likely waits with, as known at this point in time. */
+		/* The stack it waits with: read by the kernel right then, else a guess. */
 		memcpy(ids, q->data + q->size - 32, 8);
 		t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
-		if (t && guess_fits(s, t, t->last_py, q->time))
+		q->py = t ? take_kernel_out(t, q->time) : NULL;
+		if (q->py) {
+			py_stack_free(t->last_py);
+			t->last_py = py_stack_copy(q->py);
+			note_after_resume(t, q->py);
+		} else if (t && guess_fits(s, t, t->last_py, q->time)) {
 			q->py = py_stack_copy(t->last_py);
+		}
 	} else if (hdr->type == PERF_RECORD_SAMPLE) {
 		uint64_t id;
 		struct task_state *t;
@@ -1035,6 +1084,74 @@ static void capture_waiting(struct sampler *s)
 	s->pending_outs = hashmap__new();
 }
 
+/* A switch-out read by the kernel: kept on its thread until the switch record comes. */
+static void on_kernel_switch(void *ctx, const struct pytrace_switch_event *e)
+{
+	struct cpython_raw_frame raw[PYTRACE_BPF_MAX_FRAMES];
+	struct sampler *s = ctx;
+	struct cpython_process *proc = hashmap__get(s->pythons, e->pid);
+	struct task_state *t;
+	struct py_stack *ps;
+	uint32_t i, n = e->nframes < PYTRACE_BPF_MAX_FRAMES ? e->nframes : PYTRACE_BPF_MAX_FRAMES;
+	int count;
+
+	if (!proc)
+		return;
+	for (i = 0; i < n; i++) {
+		raw[i].code = e->frames[i].code;
+		raw[i].fingerprint = e->frames[i].fingerprint;
+		raw[i].instr = e->frames[i].instr;
+		raw[i].owner = e->frames[i].owner;
+	}
+	count = cpython_frames_from_raw(&proc->layout, raw, n, s->py_scratch, CPYTHON_MAX_FRAMES);
+	t = count > 0 ? task_get(s, e->pid, e->tid, true) : NULL;
+	if (!t)
+		return;
+	ps = malloc(sizeof(*ps) + (size_t)count * sizeof(ps->frames[0]));
+	if (!ps)
+		return;
+	ps->proc = cpython_process__get(proc);
+	ps->codes = NULL;
+	ps->read_ns = ps->at_ns = e->time_ns; /* read at that very instant */
+	ps->extended = false;
+	ps->exact = true;
+	ps->n = (uint32_t)count;
+	memcpy(ps->frames, s->py_scratch, (size_t)count * sizeof(ps->frames[0]));
+	fresh_stack(s, ps);
+	if (t->nkernel_outs == sizeof(t->kernel_outs) / sizeof(t->kernel_outs[0])) {
+		py_stack_free(t->kernel_outs[0]);
+		memmove(t->kernel_outs, t->kernel_outs + 1,
+			(t->nkernel_outs - 1) * sizeof(t->kernel_outs[0]));
+		t->nkernel_outs--;
+	}
+	t->kernel_outs[t->nkernel_outs++] = ps;
+	s->stats.kernel_switch_stacks++;
+}
+
+/*
+ * The kernel's reading of the switch-out at @out_time, if it made one: the tracepoint
+ * runs just before perf writes its switch record, so at most a few microseconds earlier.
+ */
+static struct py_stack *take_kernel_out(struct task_state *t, uint64_t out_time)
+{
+	struct py_stack *found = NULL;
+
+	while (t->nkernel_outs && t->kernel_outs[0]->at_ns <= out_time) {
+		struct py_stack *ps = t->kernel_outs[0];
+
+		memmove(t->kernel_outs, t->kernel_outs + 1,
+			(t->nkernel_outs - 1) * sizeof(t->kernel_outs[0]));
+		t->nkernel_outs--;
+		py_stack_free(found);
+		found = ps;
+	}
+	if (found && out_time - found->at_ns > 1000000) {
+		py_stack_free(found); /* another switch's */
+		found = NULL;
+	}
+	return found;
+}
+
 static void drain_rings(struct sampler *s)
 {
 	uint32_t cpu;
@@ -1043,6 +1160,9 @@ static void drain_rings(struct sampler *s)
 		if (s->rings[cpu].base)
 			ring__drain(&s->rings[cpu], record_time, take_record, s);
 	}
+	/* After the perf rings: each switch's kernel event precedes its perf record. */
+	if (s->bpf)
+		bpf_switch__consume(s->bpf, on_kernel_switch, s);
 	follow_batch(s);
 	if (s->pending_outs && hashmap__count(s->pending_outs))
 		capture_waiting(s);
@@ -1209,8 +1329,12 @@ static void adopt_capture(struct sampler *s, struct task_state *t, uint64_t out_
 		hashmap__set(s->captures, t->tid, head);
 	else
 		hashmap__remove(s->captures, t->tid);
+	if (t->outside_py) {
+		/* The kernel read this wait at the switch itself: better than a later look. */
+		capture_free(c);
+		return;
+	}
 	free(t->outside_stack);
-	py_stack_free(t->outside_py);
 	t->outside_syscall = c->syscall;
 	memcpy(t->outside_regs, c->regs, sizeof(c->regs));
 	t->outside_stack = c->stack;
@@ -1234,7 +1358,14 @@ static const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, ui
 		t->out = true;
 		t->out_time = q->time;
 		py_stack_free(t->out_py);
-		t->out_py = q->py;
+		t->out_py = NULL;
+		if (q->py && q->py->exact) {
+			py_stack_free(t->outside_py);
+			t->outside_py = q->py; /* read by the kernel at the switch: exact */
+			t->outside_read_ns = 0;
+		} else {
+			t->out_py = q->py;
+		}
 		q->py = NULL;
 		t->wait = (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? SAMPLER_WAIT_PREEMPTED
 									    : SAMPLER_WAIT_BLOCKED;
@@ -1684,6 +1815,8 @@ void sampler__free(struct sampler *s)
 	hashmap__free_all(s->pending_outs, free);
 	hashmap__free_all(s->captures, free_captures_value);
 	hashmap__free_all(s->pythons, put_python_value);
+	bpf_switch__free(s->bpf);
+	hashmap__free(s->bpf_synced);
 	free(s->py_scratch);
 	for (i = 0; i < s->nfresh; i++)
 		py_stack_free(s->fresh[i]);
@@ -1747,6 +1880,26 @@ static struct sampler *sampler__new(const struct sampler_opts *opts)
 	}
 	build_attrs(s, privileged);
 	s->use_switch_event = opts->mode == SAMPLER_MODE_WALL;
+	s->bpf_synced = hashmap__new();
+	if (!s->bpf_synced) {
+		sampler__free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (opts->mode == SAMPLER_MODE_WALL && opts->backend != SAMPLER_BACKEND_PERF) {
+		s->bpf = bpf_switch__open();
+		if (!s->bpf && opts->backend == SAMPLER_BACKEND_BPF) {
+			int err = errno;
+
+			sampler__free(s);
+			errno = err;
+			return NULL;
+		}
+		if (!s->bpf)
+			pr_info("eBPF switch-out reader unavailable (%s): waits shorter than ~2 ms get "
+				"approximate Python stacks",
+				strerror(errno));
+	}
 	raise_fd_limit();
 	s->start_ns = sampler_now_ns();
 	return s;

@@ -19,7 +19,14 @@ enum sampler_mode {
 	SAMPLER_MODE_CPU,  /* on-CPU samples only */
 };
 
+enum sampler_backend {
+	SAMPLER_BACKEND_AUTO, /* perf, with the eBPF switch-out reader when it loads */
+	SAMPLER_BACKEND_PERF, /* perf only */
+	SAMPLER_BACKEND_BPF,  /* perf with the eBPF switch-out reader, or fail */
+};
+
 struct sampler_opts {
+	enum sampler_backend backend;
 	uint32_t frequency_hz; /* samples per second of CPU time per thread */
 	enum sampler_mode mode;
 	bool kernel_stacks;   /* kernel callchains too (needs privilege) */
@@ -121,19 +128,20 @@ struct sampler_rec {
 };
 
 struct sampler_stats {
-	uint64_t samples;	     /* on-CPU samples delivered */
-	uint64_t off_cpu_spans;	     /* delivered */
-	uint64_t lost_records;	     /* the kernel's count of records dropped (full buffers) */
-	uint64_t lost_samples;	     /* PERF_RECORD_LOST_SAMPLES */
-	uint64_t throttled;	     /* times the kernel throttled sampling */
-	uint64_t unpaired_switches;  /* switch records without their other half */
-	uint64_t python_walks;	     /* Python stacks read */
-	uint64_t stale_captures;     /* waits read from outside too late, discarded */
-	uint64_t late_walks;	     /* samples whose stack was read late, cut to what held */
-	uint64_t python_walk_errors; /* reads that failed (a thread state or frame moved) */
-	uint32_t processes;	     /* alive now */
-	uint32_t threads;	     /* alive now */
-	uint32_t processes_seen;     /* since the start */
+	uint64_t samples;	       /* on-CPU samples delivered */
+	uint64_t off_cpu_spans;	       /* delivered */
+	uint64_t lost_records;	       /* the kernel's count of records dropped (full buffers) */
+	uint64_t lost_samples;	       /* PERF_RECORD_LOST_SAMPLES */
+	uint64_t throttled;	       /* times the kernel throttled sampling */
+	uint64_t unpaired_switches;    /* switch records without their other half */
+	uint64_t python_walks;	       /* Python stacks read */
+	uint64_t stale_captures;       /* waits read from outside too late, discarded */
+	uint64_t late_walks;	       /* samples whose stack was read late, cut to what held */
+	uint64_t kernel_switch_stacks; /* Python stacks read by the kernel at switch-outs */
+	uint64_t python_walk_errors;   /* reads that failed (a thread state or frame moved) */
+	uint32_t processes;	       /* alive now */
+	uint32_t threads;	       /* alive now */
+	uint32_t processes_seen;       /* since the start */
 	uint32_t threads_seen;
 	uint32_t events_open; /* perf event file descriptors */
 };

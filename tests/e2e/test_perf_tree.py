@@ -157,7 +157,9 @@ class AttachTree(TreeChecks, unittest.TestCase):
         self.assertTrue(waits, [s for s in self.trace.slices if s.name == "parent_wait"])
         first = min(waits, key=lambda s: s.ts)
         self.assertEqual(first.name, "read")
-        self.assertLess(first.ts, 50000)  # from the moment we attached
+        # From the moment we attached (loading the eBPF program comes first), long before
+        # stdin is closed, which is at least 300 ms after attaching.
+        self.assertLess(first.ts, 200000)
         self.assertGreater(first.dur, 200000)  # until stdin was closed
 
 
