@@ -126,7 +126,9 @@ struct cpython_process {
 	uint64_t threads_read_ns;
 	struct cpython_codes *codes;
 	uint64_t codes_read, codes_unreadable;
+	uint64_t code_type;	     /* PyCode_Type's address, once seen */
 	uint64_t threads_generation; /* bumped each time the thread list is read */
+	uint64_t since_ns;	     /* free for the caller: when it was found */
 };
 
 struct cpython_thread {

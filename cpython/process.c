@@ -68,6 +68,46 @@ struct cpython_code_entry *cpython_code_lookup(struct cpython_process *p, uint64
 	return NULL;
 }
 
+/*
+ * Whether a live code object is at @code: a freed one keeps most of its fields (and so
+ * its fingerprint), but an allocator writes its links over the object's head. pymalloc
+ * puts a pointer (or NULL) in ob_refcnt, glibc its links in ob_refcnt and ob_type; a
+ * live object has a modest count (immortal ones 2^32 at most) and the type named
+ * "code". The header is the same in every supported version (not free-threaded).
+ */
+#define OBJECT_REFCNT 0
+#define OBJECT_TYPE 8
+#define TYPE_NAME 24
+#define MAX_REFCNT (1ULL << 40)
+
+static bool live_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code)
+{
+	uint64_t refcnt, type, tp_name;
+	char name[5];
+
+	if (mem->read(mem->ctx, code + OBJECT_REFCNT, &refcnt, 8) ||
+	    mem->read(mem->ctx, code + OBJECT_TYPE, &type, 8) || !refcnt || refcnt >= MAX_REFCNT)
+		return false;
+	if (p->code_type)
+		return type == p->code_type;
+	if (mem->read(mem->ctx, type + TYPE_NAME, &tp_name, 8) ||
+	    mem->read(mem->ctx, tp_name, name, sizeof(name)) || memcmp(name, "code", 5))
+		return false;
+	p->code_type = type;
+	return true;
+}
+
+static bool same_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
+		      uint64_t fingerprint)
+{
+	uint64_t filename, name;
+
+	return live_code(p, mem, code) &&
+	       !mem->read(mem->ctx, code + p->layout.code_filename, &filename, 8) &&
+	       !mem->read(mem->ctx, code + p->layout.code_name, &name, 8) &&
+	       (filename ^ (name << 1)) == fingerprint;
+}
+
 /* Reads a code object into the cache unless it is there already. */
 static void cache_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
 		       uint64_t fingerprint)
@@ -83,7 +123,14 @@ static void cache_code(struct cpython_process *p, const struct cpython_mem *mem,
 	e->code = code;
 	e->fingerprint = fingerprint;
 	p->codes_read++;
-	if (cpython_read_code(&p->layout, mem, code, &e->info)) {
+	/*
+	 * Frames were read a while ago (at the end of a drain, or by the kernel at a
+	 * switch): the object at @code must still be alive and the one they saw, or the
+	 * names read would be another object's (seen: a module's <module> named after a
+	 * function whose name string took the freed one's place).
+	 */
+	if (!same_code(p, mem, code, fingerprint) ||
+	    cpython_read_code(&p->layout, mem, code, &e->info)) {
 		e->unreadable = true;
 		p->codes_unreadable++;
 	}

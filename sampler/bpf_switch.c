@@ -102,6 +102,11 @@ int bpf_switch__set_thread(struct bpf_switch *b, uint32_t tid, uint64_t tstate)
 	return bpf_map_update_elem(fd, &tid, &tstate, BPF_ANY) ? -errno : 0;
 }
 
+void bpf_switch__forget_thread(struct bpf_switch *b, uint32_t tid)
+{
+	bpf_map_delete_elem(bpf_map__fd(b->skel->maps.tstates), &tid);
+}
+
 int bpf_switch__consume(struct bpf_switch *b,
 			void (*fn)(void *ctx, const struct pytrace_switch_event *e), void *ctx)
 {

@@ -25,6 +25,9 @@ int bpf_switch__set_process(struct bpf_switch *b, uint32_t tgid,
 /* Tells the kernel side where thread @tid's PyThreadState is. */
 int bpf_switch__set_thread(struct bpf_switch *b, uint32_t tid, uint64_t tstate);
 
+/* Forgets thread @tid's state (its process exec'd: that address means nothing now). */
+void bpf_switch__forget_thread(struct bpf_switch *b, uint32_t tid);
+
 /* Calls @fn for every event the kernel has queued. Returns how many, or -errno. */
 int bpf_switch__consume(struct bpf_switch *b,
 			void (*fn)(void *ctx, const struct pytrace_switch_event *e), void *ctx);

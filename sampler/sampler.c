@@ -96,6 +96,7 @@ struct py_stack {
 	uint64_t read_ns;
 	uint64_t at_ns; /* the record it was read for: a sample or a switch-out */
 	bool extended;	/* at_ns moved to the end of the wait it was read in */
+	bool kernel;	/* read by the kernel at a switch-out (copies are not) */
 	bool exact;
 	uint32_t n;
 	struct cpython_code_entry **codes; /* resolved as the record goes out, under the lock */
@@ -144,6 +145,7 @@ static struct py_stack *py_stack_copy(const struct py_stack *src)
 		return NULL;
 	memcpy(ps, src, size);
 	ps->codes = NULL;
+	ps->kernel = false; /* a copy stands for another moment: a guess */
 	cpython_process__get(ps->proc);
 	return ps;
 }
@@ -660,6 +662,7 @@ static struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t ti
 	ps->read_ns = sampler_now_ns();
 	ps->at_ns = at_ns;
 	ps->extended = false;
+	ps->kernel = false;
 	ps->exact = exact;
 	ps->n = (uint32_t)n;
 	memcpy(ps->frames, s->py_scratch, (size_t)n * sizeof(ps->frames[0]));
@@ -809,8 +812,14 @@ static void track_python(struct sampler *s, struct qrec *q)
 		q->data[q->size - 33] = '\0';
 		memcpy(&start, p + 8, 8);
 		memcpy(&pgoff, p + 24, 8);
-		if (!cpython_locate(path, start, pgoff, &runtime, &minor))
-			set_python(s, ids[0], cpython_process__new((pid_t)ids[0], runtime, minor));
+		if (!cpython_locate(path, start, pgoff, &runtime, &minor)) {
+			struct cpython_process *found =
+				cpython_process__new((pid_t)ids[0], runtime, minor);
+
+			if (found)
+				found->since_ns = q->time;
+			set_python(s, ids[0], found);
+		}
 	} else if (hdr->type == PERF_RECORD_FORK) {
 		uint32_t ppid;
 		struct cpython_process *parent;
@@ -827,6 +836,9 @@ static void track_python(struct sampler *s, struct qrec *q)
 			size_t i;
 
 			set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]));
+			if (hashmap__get(s->pythons, ids[0]))
+				((struct cpython_process *)hashmap__get(s->pythons, ids[0]))
+					->since_ns = q->time;
 			/* The child is a copy of the forking thread: same thread state address. */
 			memcpy(&tid, p + 8, 4);
 			memcpy(&ptid, p + 12, 4);
@@ -837,7 +849,20 @@ static void track_python(struct sampler *s, struct qrec *q)
 			}
 		}
 	} else if (hdr->type == PERF_RECORD_COMM && (hdr->misc & PERF_RECORD_MISC_COMM_EXEC)) {
+		struct cpython_process *known = hashmap__get(s->pythons, ids[0]);
+
+		/*
+		 * An exec drops the old image's runtime, but not one its own new image mapped
+		 * later: that mapping may have run on another CPU and been drained first.
+		 */
+		if (known && known->since_ns > q->time)
+			return;
 		set_python(s, ids[0], NULL);
+		/* The thread that exec'd (now the only one) had a state in the old image. */
+		if (s->bpf) {
+			bpf_switch__forget_thread(s->bpf, ids[0]);
+			bpf_switch__forget_thread(s->bpf, ids[1]);
+		}
 	} else if (hdr->type == PERF_RECORD_SWITCH && !(hdr->misc & PERF_RECORD_MISC_SWITCH_OUT)) {
 		struct task_state *t;
 
@@ -1115,6 +1140,7 @@ static void on_kernel_switch(void *ctx, const struct pytrace_switch_event *e)
 	ps->read_ns = ps->at_ns = e->time_ns; /* read at that very instant */
 	ps->extended = false;
 	ps->exact = true;
+	ps->kernel = true;
 	ps->n = (uint32_t)count;
 	memcpy(ps->frames, s->py_scratch, (size_t)count * sizeof(ps->frames[0]));
 	fresh_stack(s, ps);
@@ -1359,7 +1385,7 @@ static const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, ui
 		t->out_time = q->time;
 		py_stack_free(t->out_py);
 		t->out_py = NULL;
-		if (q->py && q->py->exact) {
+		if (q->py && q->py->kernel) {
 			py_stack_free(t->outside_py);
 			t->outside_py = q->py; /* read by the kernel at the switch: exact */
 			t->outside_read_ns = 0;

@@ -243,6 +243,7 @@ static void test_cpython__decode_debug_offsets(void **state)
 #define CODES (IMAGE_BASE + 0x6000)
 #define STRINGS (IMAGE_BASE + 0xa000)
 #define TABLES (IMAGE_BASE + 0xe000)
+#define CODE_TYPE (IMAGE_BASE + 0x9000) /* PyCode_Type, named at +0x100 */
 #define TID 4242
 
 /* A compact str: ASCII (kind 1, ascii) or UCS-2 (kind 2). Returns its address. */
@@ -293,9 +294,13 @@ static void build_314(struct image *im)
 	put_u64(im, TSTATE + l14.tstate_interp, INTERP);
 	put_u64(im, TSTATE + l14.tstate_native, TID);
 	put_u64(im, TSTATE + l14.tstate_frame, FRAMES);
+	put_u64(im, CODE_TYPE + 24, CODE_TYPE + 0x100);
+	put(im, CODE_TYPE + 0x100, "code", 5);
 	for (i = 0; i < 3; i++) {
 		uint64_t code = CODES + (uint64_t)i * 0x400;
 
+		put_u64(im, code, 3); /* ob_refcnt */
+		put_u64(im, code + 8, CODE_TYPE);
 		put_u64(im, code + l14.code_filename, file);
 		put_u64(im, code + l14.code_name, names[i]);
 		put_u64(im, code + l14.code_qualname, names[i]);
@@ -369,6 +374,46 @@ static void test_cpython__synthetic_314(void **state)
 	put_u64(im, FRAMES + 0x400 + l14.frame_previous, FRAMES);
 	n = cpython_walk(p, &mem, TID, 3, frames, 16);
 	assert_true(n >= 0 && n <= 16);
+	cpython_process__put(p);
+}
+
+/*
+ * Code objects are read after the frames naming them: one freed in between keeps its
+ * fields, fingerprint included, but not its head. It must not be named from them.
+ */
+static void test_cpython__freed_code_unread(void **state)
+{
+	static struct image image;
+	struct image *im = &image;
+	struct cpython_mem mem = { image_read, NULL };
+	struct cpython_frame frames[16];
+	struct cpython_process *p;
+	const struct cpython_code_entry *e;
+	int n;
+
+	(void)state;
+	mem.ctx = im;
+	build_314(im);
+	p = cpython_process__new_mem(1, RUNTIME, 14, &mem);
+	assert_non_null(p);
+	n = cpython_walk(p, &mem, TID, 1, frames, 16);
+	assert_int_equal(n, 3);
+	/* Freed by pymalloc: its free-list link (arenas are mmap'd, high) over ob_refcnt. */
+	put_u64(im, CODES + 1 * 0x400, 0x7f3a12345670ULL);
+	/* Freed by glibc: links over ob_refcnt and ob_type (a tcache key is random). */
+	put_u64(im, CODES + 0 * 0x400, 0);
+	put_u64(im, CODES + 0 * 0x400 + 8, 0x5a5a5a5a5a5a5a5aULL);
+	cpython_read_codes(p, &mem, frames, (uint32_t)n);
+	e = cpython_code_lookup(p, frames[0].code, frames[0].fingerprint);
+	assert_non_null(e);
+	assert_false(e->unreadable); /* inner: alive */
+	assert_string_equal(e->info.name, "outer.<locals>.inner");
+	e = cpython_code_lookup(p, frames[1].code, frames[1].fingerprint);
+	assert_non_null(e);
+	assert_true(e->unreadable);
+	e = cpython_code_lookup(p, frames[2].code, frames[2].fingerprint);
+	assert_non_null(e);
+	assert_true(e->unreadable);
 	cpython_process__put(p);
 }
 
@@ -493,6 +538,7 @@ int main(void)
 		cmocka_unit_test(test_cpython__locations),
 		cmocka_unit_test(test_cpython__decode_debug_offsets),
 		cmocka_unit_test(test_cpython__synthetic_314),
+		cmocka_unit_test(test_cpython__freed_code_unread),
 		cmocka_unit_test(test_cpython__line_tables_garbage),
 		cmocka_unit_test(test_cpython__memory_garbage),
 	};
