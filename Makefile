@@ -95,6 +95,7 @@ $(BUILD)/bench/cpu_bound: bench/cpu_bound.c
 
 bench: pytrace-sample $(BUILD)/bench/cpu_bound
 	python3 bench/perf_overhead.py
+	python3 bench/python_split.py
 
 # The tool itself under ASan+UBSan, for a second end-to-end pass (tests/run.sh).
 ASAN_OBJS := $(LIB_SRCS:%.c=$(BUILD)/aobj/%.o) $(CLI_SRCS:%.c=$(BUILD)/aobj/%.o)

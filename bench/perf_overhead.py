@@ -43,7 +43,7 @@ def measure(cmd):
     before = children_cpu()
     wall, cpu, out, err = run(cmd)
     total = children_cpu() - before  # the profiler and the target it waited for
-    return {"wall": wall, "cpu": cpu, "prof_cpu": max(total - cpu, 0.0), "err": err}
+    return {"wall": wall, "cpu": cpu, "prof_cpu": max(total - cpu, 0.0), "out": out, "err": err}
 
 
 def ours(hz, rounds, tmp):
@@ -56,16 +56,20 @@ def ours(hz, rounds, tmp):
     return r
 
 
-def perf_record(hz, rounds, tmp):
-    path = os.path.join(tmp, "perf.data")
-    r = measure(["perf", "record", "-q", "-F", str(hz), "--call-graph", "dwarf", "-o", path,
-                 "--", TARGET, str(rounds)])
+def perf_record_stats(path):
+    """(samples, lost events) of a perf.data file."""
     stats = subprocess.run(["perf", "report", "-i", path, "--stats"], capture_output=True,
                            text=True).stdout
     m = re.search(r"SAMPLE events:\s+(\d+)", stats)
     lost = re.search(r"LOST events:\s+(\d+)", stats)
-    r["samples"] = int(m.group(1)) if m else 0
-    r["lost"] = int(lost.group(1)) if lost else 0
+    return (int(m.group(1)) if m else 0), (int(lost.group(1)) if lost else 0)
+
+
+def perf_record(hz, rounds, tmp):
+    path = os.path.join(tmp, "perf.data")
+    r = measure(["perf", "record", "-q", "-F", str(hz), "--call-graph", "dwarf", "-o", path,
+                 "--", TARGET, str(rounds)])
+    r["samples"], r["lost"] = perf_record_stats(path)
     os.unlink(path)
     return r
 
@@ -102,4 +106,5 @@ def main():
           " per second of target CPU)" % args.repeat)
 
 
-main()
+if __name__ == "__main__":
+    main()
