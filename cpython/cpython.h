@@ -47,6 +47,7 @@ struct cpython_layout {
 	uint64_t code_filename, code_name, code_qualname, code_firstlineno, code_linetable;
 	uint64_t code_adaptive; /* 3.11+: offset of the bytecode inside the code object */
 	enum cpython_lines lines;
+	uint64_t object_type, type_name; /* PyObject.ob_type, PyTypeObject.tp_name */
 	uint64_t unicode_state, unicode_length, unicode_ascii_size, unicode_compact_size;
 	uint64_t bytes_size, bytes_sval;
 };
@@ -128,7 +129,7 @@ struct cpython_process {
 	uint64_t codes_read, codes_unreadable;
 	uint64_t code_type;	     /* PyCode_Type's address, once seen */
 	uint64_t threads_generation; /* bumped each time the thread list is read */
-	uint64_t since_ns;	     /* free for the caller: when it was found */
+	uint64_t since_ns;	     /* the caller's: when it was found */
 };
 
 struct cpython_thread {

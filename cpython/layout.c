@@ -9,7 +9,9 @@
 #include "cpython.h"
 
 /* Fields shared by every version. */
-#define COMMON_OBJECTS .unicode_state = 32, .unicode_length = 16, .bytes_size = 16, .bytes_sval = 32
+#define COMMON_OBJECTS                                                                             \
+	.object_type = 8, .type_name = 24, .unicode_state = 32, .unicode_length = 16,              \
+	.bytes_size = 16, .bytes_sval = 32
 
 static const struct cpython_layout layout_38_39 = {
 	.runtime_interpreters_head = 32,
@@ -305,6 +307,8 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 		(l)->code_firstlineno = (d)->code_object.firstlineno;                              \
 		(l)->code_linetable = (d)->code_object.linetable;                                  \
 		(l)->code_adaptive = (d)->code_object.co_code_adaptive;                            \
+		(l)->object_type = (d)->pyobject.ob_type;                                          \
+		(l)->type_name = (d)->type_object.tp_name;                                         \
 		(l)->unicode_state = (d)->unicode_object.state;                                    \
 		(l)->unicode_length = (d)->unicode_object.length;                                  \
 		(l)->unicode_ascii_size = (d)->unicode_object.asciiobject_size;                    \
@@ -332,6 +336,8 @@ static bool layout_plausible(const struct cpython_layout *l)
 		l->code_firstlineno,
 		l->code_linetable,
 		l->code_adaptive,
+		l->object_type,
+		l->type_name,
 		l->unicode_state,
 		l->unicode_length,
 		l->unicode_ascii_size,

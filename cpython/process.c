@@ -73,11 +73,8 @@ struct cpython_code_entry *cpython_code_lookup(struct cpython_process *p, uint64
  * its fingerprint), but an allocator writes its links over the object's head. pymalloc
  * puts a pointer (or NULL) in ob_refcnt, glibc its links in ob_refcnt and ob_type; a
  * live object has a modest count (immortal ones 2^32 at most) and the type named
- * "code". The header is the same in every supported version (not free-threaded).
+ * "code". ob_refcnt opens every object of the builds we read (not free-threaded).
  */
-#define OBJECT_REFCNT 0
-#define OBJECT_TYPE 8
-#define TYPE_NAME 24
 #define MAX_REFCNT (1ULL << 40)
 
 static bool live_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code)
@@ -85,12 +82,13 @@ static bool live_code(struct cpython_process *p, const struct cpython_mem *mem, 
 	uint64_t refcnt, type, tp_name;
 	char name[5];
 
-	if (mem->read(mem->ctx, code + OBJECT_REFCNT, &refcnt, 8) ||
-	    mem->read(mem->ctx, code + OBJECT_TYPE, &type, 8) || !refcnt || refcnt >= MAX_REFCNT)
+	if (mem->read(mem->ctx, code, &refcnt, 8) ||
+	    mem->read(mem->ctx, code + p->layout.object_type, &type, 8) || !refcnt ||
+	    refcnt >= MAX_REFCNT)
 		return false;
 	if (p->code_type)
 		return type == p->code_type;
-	if (mem->read(mem->ctx, type + TYPE_NAME, &tp_name, 8) ||
+	if (mem->read(mem->ctx, type + p->layout.type_name, &tp_name, 8) ||
 	    mem->read(mem->ctx, tp_name, name, sizeof(name)) || memcmp(name, "code", 5))
 		return false;
 	p->code_type = type;

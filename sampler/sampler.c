@@ -762,9 +762,13 @@ static bool guess_fits(struct sampler *s, const struct task_state *t, const stru
 	       ps->proc == hashmap__get(s->pythons, t->pid);
 }
 
-static void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc)
+/* @proc (or none) runs @pid's CPython from @found_ns on (0: from before the recording). */
+static void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc,
+		       uint64_t found_ns)
 {
 	cpython_process__put(hashmap__remove(s->pythons, pid));
+	if (proc)
+		proc->since_ns = found_ns;
 	if (proc && hashmap__set(s->pythons, pid, proc)) {
 		cpython_process__put(proc);
 		proc = NULL;
@@ -812,14 +816,9 @@ static void track_python(struct sampler *s, struct qrec *q)
 		q->data[q->size - 33] = '\0';
 		memcpy(&start, p + 8, 8);
 		memcpy(&pgoff, p + 24, 8);
-		if (!cpython_locate(path, start, pgoff, &runtime, &minor)) {
-			struct cpython_process *found =
-				cpython_process__new((pid_t)ids[0], runtime, minor);
-
-			if (found)
-				found->since_ns = q->time;
-			set_python(s, ids[0], found);
-		}
+		if (!cpython_locate(path, start, pgoff, &runtime, &minor))
+			set_python(s, ids[0], cpython_process__new((pid_t)ids[0], runtime, minor),
+				   q->time);
 	} else if (hdr->type == PERF_RECORD_FORK) {
 		uint32_t ppid;
 		struct cpython_process *parent;
@@ -835,10 +834,8 @@ static void track_python(struct sampler *s, struct qrec *q)
 			uint32_t tid, ptid;
 			size_t i;
 
-			set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]));
-			if (hashmap__get(s->pythons, ids[0]))
-				((struct cpython_process *)hashmap__get(s->pythons, ids[0]))
-					->since_ns = q->time;
+			set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]),
+				   q->time);
 			/* The child is a copy of the forking thread: same thread state address. */
 			memcpy(&tid, p + 8, 4);
 			memcpy(&ptid, p + 12, 4);
@@ -857,7 +854,7 @@ static void track_python(struct sampler *s, struct qrec *q)
 		 */
 		if (known && known->since_ns > q->time)
 			return;
-		set_python(s, ids[0], NULL);
+		set_python(s, ids[0], NULL, 0);
 		/* The thread that exec'd (now the only one) had a state in the old image. */
 		if (s->bpf) {
 			bpf_switch__forget_thread(s->bpf, ids[0]);
@@ -1448,7 +1445,7 @@ static const struct sampler_rec *on_exit_record(struct sampler *s, const struct 
 	task_free(hashmap__remove(s->tasks, tr.tid));
 	last = proc_remove_task(s, tr.pid);
 	if (last)
-		set_python(s, tr.pid, NULL);
+		set_python(s, tr.pid, NULL, 0);
 	out_rec(s, SREC_EXIT, tr.pid, tr.tid, q->cpu, q->time)->exit.last_in_process = last;
 	return &s->rec;
 }
@@ -2106,7 +2103,7 @@ static int attach_process(struct sampler *s, pid_t pid)
 	if (err)
 		return err;
 	if (!hashmap__get(s->pythons, (uint64_t)pid))
-		set_python(s, (uint32_t)pid, cpython_process__find(pid));
+		set_python(s, (uint32_t)pid, cpython_process__find(pid), 0);
 	for (i = 0; i < ntids; i++) {
 		struct task_state *t;
 

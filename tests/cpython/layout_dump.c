@@ -43,6 +43,8 @@ static void print_layout(const struct cpython_layout *l)
 	P("code.name", l->code_name);
 	P("code.firstlineno", l->code_firstlineno);
 	P("code.linetable", l->code_linetable);
+	P("object.type", l->object_type);
+	P("type.name", l->type_name);
 	P("unicode.state", l->unicode_state);
 	P("unicode.length", l->unicode_length);
 	P("unicode.ascii_size", l->unicode_ascii_size);

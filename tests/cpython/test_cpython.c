@@ -134,6 +134,8 @@ enum {
 	D14_TSTATE = 22,
 	D14_FRAME = 31,
 	D14_CODE = 39,
+	D14_OBJECT = 50,
+	D14_TYPE = 52,
 	D14_BYTES = 74,
 	D14_UNICODE = 77,
 	D14_END = 81,
@@ -190,6 +192,8 @@ static void put_debug_offsets_314(struct image *im, uint64_t addr, uint64_t free
 	w[D14_CODE + 4] = l14.code_linetable;
 	w[D14_CODE + 5] = l14.code_firstlineno;
 	w[D14_CODE + 9] = l14.code_adaptive;
+	w[D14_OBJECT + 1] = 8;	 /* ob_type */
+	w[D14_TYPE + 1] = 24;	 /* tp_name */
 	w[D14_BYTES + 1] = 16;	 /* ob_size */
 	w[D14_BYTES + 2] = 32;	 /* ob_sval */
 	w[D14_UNICODE + 1] = 32; /* state */

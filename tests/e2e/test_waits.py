@@ -20,7 +20,7 @@ MS = 1000000
 # Under every thread's target, innermost first (3.11+ names them "Thread.run", ...).
 THREAD_ROOT = ["run", "_bootstrap_inner", "_bootstrap"]
 # With eBPF every wait has its exact stack, but a preemption of a few microseconds inside
-# the interpreter rarely comes out without Python frames (1 run in ~20 under a CPU hog,
+# the interpreter rarely comes out without Python frames (1 of 56 runs under a CPU hog,
 # cause not found): the exact check starts above that.
 EXACT_US = 200
 
