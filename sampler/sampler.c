@@ -1699,7 +1699,16 @@ static void *drainer_main(void *arg)
 			pfds[n++] = (struct pollfd){ .fd = s->rings[cpu].fd, .events = POLLIN };
 	}
 	while (!s->drainer_stop) {
-		poll(pfds, n, fast ? DRAIN_INTERVAL_MS : SLOW_DRAIN_INTERVAL_MS);
+		if (poll(pfds, n, fast ? DRAIN_INTERVAL_MS : SLOW_DRAIN_INTERVAL_MS) > 0) {
+			/*
+			 * An event whose task exited reports POLLHUP from then on: polling it
+			 * again would return at once, and this loop would spin.
+			 */
+			for (nfds_t i = 0; i < n; i++) {
+				if (pfds[i].revents & (POLLHUP | POLLERR | POLLNVAL))
+					pfds[i].fd = -1;
+			}
+		}
 		pthread_mutex_lock(&s->lock);
 		drain_once(s);
 		python = hashmap__count(s->pythons) > 0;
