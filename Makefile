@@ -59,7 +59,7 @@ $(BUILD)/tests/%: $(BUILD)/tobj/tests/%.o $(TLIB_OBJS)
 	$(CC) $(SANITIZE) $(WRAP_$(notdir $@)) -o $@ $^ -lcmocka $(PKG_LIBS)
 
 # Kernel-side programs: vmlinux.h from the running kernel's BTF, CO-RE objects built
-# with clang, skeletons with bpftool (sampler/bpf_switch.c includes the skeleton).
+# with clang, skeletons with bpftool (sampler/bpf_reader.c includes the skeleton).
 BTF ?= /sys/kernel/btf/vmlinux
 BPF_CLANG ?= clang
 
@@ -74,7 +74,7 @@ $(BUILD)/bpf/pytrace.bpf.o: bpf/pytrace.bpf.c bpf/pytrace_bpf.h $(BUILD)/bpf/vml
 $(BUILD)/bpf/pytrace.skel.h: $(BUILD)/bpf/pytrace.bpf.o
 	bpftool gen skeleton $< name pytrace_bpf > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/obj/sampler/bpf_switch.o $(BUILD)/tobj/sampler/bpf_switch.o $(BUILD)/aobj/sampler/bpf_switch.o: \
+$(BUILD)/obj/sampler/bpf_reader.o $(BUILD)/tobj/sampler/bpf_reader.o $(BUILD)/aobj/sampler/bpf_reader.o: \
 	$(BUILD)/bpf/pytrace.skel.h
 
 # Fixtures for the end-to-end tests: -O2 without frame pointers, like distribution code.

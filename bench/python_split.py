@@ -11,9 +11,10 @@ profiler CPU (per second of target wall time: 100 % is one core), achieved sampl
 difference, in percentage points, between the share of time the trace gives a, b or c
 and the share the script measured (perf record has no Python frames: no split).
 
-Issue 5's targets for the eBPF backend (1 % slowdown and 1 % of a core at 1 kHz, 99 % of
-the rate) are for sampling in the kernel, which is not built: today both backends sample
-with perf events and read Python stacks from user space; bpf adds the switch-out reader.
+Issue 5's targets for the eBPF backend: at 1 kHz under 1 % slowdown and 1 % of a core,
+99 % of the rate, nothing lost; at 10 kHz under 5 % of a core. With bpf the kernel reads
+Python stacks at each sample and perf's record (and its stack copy) is dropped; with perf
+they are read from user space about 1 ms after each sample.
 
 usage: bench/python_split.py [--repeat N] [--rounds N] [--python PATH]   (as root)
 """
@@ -39,9 +40,19 @@ def true_split(out):
     raise SystemExit("no split printed:\n" + out)
 
 
+def startup_cpu(backend, hz, cmd, tmp):
+    """Profiler CPU for one round of the fixture: loading, attaching, writing."""
+    path = os.path.join(tmp, "s.json")
+    r = measure([TOOL, "-q", "--backend", backend, "-F", str(hz), "-o", path, "--"]
+                + cmd[:-1] + ["1"])
+    os.unlink(path)
+    return r["prof_cpu"]
+
+
 def ours(backend, hz, cmd, tmp):
     path = os.path.join(tmp, "t.json")
     r = measure([TOOL, "-q", "--backend", backend, "-F", str(hz), "-o", path, "--"] + cmd)
+    r["startup"] = startup_cpu(backend, hz, cmd, tmp)
     doc = json.load(open(path))
     other = doc["otherData"]
     r["samples"] = other["samples"]
@@ -63,6 +74,8 @@ def perf_record(hz, cmd, tmp):
                  "--"] + cmd)
     r["samples"], r["lost"] = perf_record_stats(path)
     r["split_err"] = None
+    r["startup"] = measure(["perf", "record", "-q", "-F", str(hz), "--call-graph", "dwarf",
+                            "-o", path, "--"] + cmd[:-1] + ["1"])["prof_cpu"]
     os.unlink(path)
     return r
 
@@ -93,18 +106,22 @@ def main():
             errs = [r["split_err"] for r in rs if r["split_err"] is not None]
             rows.append((hz, name, wall / base - 1,
                          statistics.median(r["prof_cpu"] / r["wall"] for r in rs),
+                         statistics.median(max(r["prof_cpu"] - r["startup"], 0) / r["wall"]
+                                           for r in rs),
                          statistics.median(r["samples"] / r["cpu"] for r in rs),
                          max(r["lost"] for r in rs),
                          statistics.median(errs) if errs else None))
-    print("%6s  %-13s %9s %10s %9s %6s %10s" % ("Hz", "profiler", "slowdown", "prof. CPU",
-                                                "rate Hz", "lost", "split err"))
-    for hz, name, slow, prof, rate, lost, err in rows:
-        print("%6d  %-13s %8.1f%% %9.1f%% %9.0f %6d %10s" % (
-            hz, name, 100 * slow, 100 * prof, rate, lost,
+    print("%6s  %-13s %9s %10s %10s %9s %6s %10s" % (
+        "Hz", "profiler", "slowdown", "prof. CPU", "steady CPU", "rate Hz", "lost", "split err"))
+    for hz, name, slow, prof, steady, rate, lost, err in rows:
+        print("%6d  %-13s %8.1f%% %9.1f%% %9.1f%% %9.0f %6d %10s" % (
+            hz, name, 100 * slow, 100 * prof, 100 * steady, rate, lost,
             "-" if err is None else "%.1f pp" % (100 * err)))
     print("(%d runs each, %s; slowdown: fastest traced run against fastest bare run; other"
-          " columns medians; prof. CPU = profiler CPU / target wall time; rate = samples per"
-          " second of target CPU)" % (args.repeat, args.python))
+          " columns medians; prof. CPU = profiler CPU / target wall time; steady CPU = the"
+          " same less what the profiler spends on one round of the fixture (start-up,"
+          " attach, writing); rate = samples per second of target CPU)"
+          % (args.repeat, args.python))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Kernel side: at every context switch of a thread of a traced Python process, walk its
- * Python frame chain right there, while it cannot move, and hand the raw frames to user
- * space. Only reads; the target is never written to.
+ * Kernel side: walks a Python thread's frame chain at the instant it is sampled (a
+ * program on the cpu-clock perf events) and at the instant it switches out
+ * (tp_btf/sched_switch), while it cannot move, and hands the raw frames to user space.
+ * Only reads; the target is never written to.
  */
 #include "vmlinux.h"
 
@@ -14,6 +15,9 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* Set before loading: samples go on to perf (with their stack copy) after the walk. */
+const volatile __u8 pass_samples = 0;
+
 /* tgid -> how to walk it; filled by user space when it finds CPython in a process. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -22,7 +26,7 @@ struct {
 	__type(value, struct pytrace_py_cfg);
 } py_cfg SEC(".maps");
 
-/* tid -> its PyThreadState address; kept current by user space. */
+/* tid -> its PyThreadState address; kept current by user space, copied at fork. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -34,6 +38,14 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 * 1024 * 1024);
 } events SEC(".maps");
+
+/* Where an event is built before it is copied into the ring at its real length. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2); /* one per kind: a sample could interrupt a switch's walk */
+	__type(key, __u32);
+	__type(value, struct pytrace_event);
+} scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -59,34 +71,75 @@ static __u64 read_u64(__u64 addr, int *err)
 	return v;
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+#define MAX_THREAD_SEARCH 64
+
+/*
+ * A thread not seen before (user space learns thread states only when it reads them):
+ * looks for it in the main interpreter's thread list, and remembers what it finds.
+ */
+static __u64 find_tstate(const struct pytrace_py_cfg *cfg, __u32 tid)
 {
-	__u32 tgid = BPF_CORE_READ(prev, tgid), tid = BPF_CORE_READ(prev, pid);
-	struct pytrace_switch_event *e;
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 want = cfg->id_is_native ? tid : BPF_CORE_READ(task, thread.fsbase);
+	__u64 interp, tstate;
+	int err = 0, i;
+
+	interp = read_u64(cfg->runtime + cfg->runtime_interpreters_head, &err);
+	if (err || !interp)
+		return 0;
+	tstate = read_u64(interp + cfg->interp_threads_head, &err);
+	for (i = 0; i < MAX_THREAD_SEARCH && tstate && !err; i++) {
+		__u64 id = read_u64(tstate + cfg->tstate_id, &err);
+
+		if (cfg->id_is_native)
+			id = (__u32)id;
+		if (!err && id == want) {
+			bpf_map_update_elem(&tstates, &tid, &tstate, BPF_ANY);
+			count(PYTRACE_STAT_THREADS_FOUND);
+			return tstate;
+		}
+		tstate = read_u64(tstate + cfg->tstate_next, &err);
+	}
+	return 0;
+}
+
+/*
+ * Walks the current task's Python frames (it must be the thread @tid of @tgid) into
+ * the scratch event of @kind and sends it. 0 when sent; -1 when there was nothing to
+ * send or it could not be read whole (then user space reads it instead, if it can).
+ */
+static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
+{
 	struct pytrace_py_cfg *cfg;
-	__u64 *tstate, frame;
+	struct pytrace_event *e;
+	__u64 *known, tstate, frame, size;
 	int err = 0, i;
 
 	cfg = bpf_map_lookup_elem(&py_cfg, &tgid);
 	if (!cfg)
-		return 0;
-	tstate = bpf_map_lookup_elem(&tstates, &tid);
+		return -1;
+	known = bpf_map_lookup_elem(&tstates, &tid);
+	tstate = known ? *known : find_tstate(cfg, tid);
 	if (!tstate)
-		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(PYTRACE_STAT_RINGBUF_FULL);
-		return 0;
-	}
+		return -1;
+	e = bpf_map_lookup_elem(&scratch, &kind);
+	if (!e)
+		return -1;
 	e->time_ns = bpf_ktime_get_ns();
 	e->pid = tgid;
 	e->tid = tid;
+	e->cpu = bpf_get_smp_processor_id();
+	e->kind = kind;
 	e->nframes = 0;
 	e->truncated = 0;
-	/* prev is still the current task here: its user memory is readable. */
-	frame = read_u64(*tstate + cfg->tstate_frame, &err);
+	e->user_ip = e->user_sp = 0;
+	if (kind == PYTRACE_EV_SAMPLE && pass_samples) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+		e->user_ip = BPF_CORE_READ(regs, ip);
+		e->user_sp = BPF_CORE_READ(regs, sp);
+	}
+	frame = read_u64(tstate + cfg->tstate_frame, &err);
 	if (cfg->via_cframe && frame)
 		frame = read_u64(frame + cfg->cframe_current_frame, &err);
 	for (i = 0; i < PYTRACE_BPF_MAX_FRAMES && frame && !err; i++) {
@@ -107,12 +160,100 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		e->nframes = i + 1;
 		frame = read_u64(frame + cfg->frame_previous, &err);
 	}
-	if (frame && !err)
-		e->truncated = 1;
-	if (err)
+	if (err) {
 		count(PYTRACE_STAT_READ_ERRORS);
-	count(PYTRACE_STAT_EVENTS);
+		return -1;
+	}
+	if (!e->nframes)
+		return -1;
+	e->truncated = frame != 0;
+	size = PYTRACE_EVENT_HEADER_SIZE + (__u64)e->nframes * sizeof(e->frames[0]);
+	if (size > sizeof(*e))
+		size = sizeof(*e);
 	/* No wakeup from here (it starved targets in testing): user space drains on a timer. */
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	if (bpf_ringbuf_output(&events, e, size, BPF_RB_NO_WAKEUP)) {
+		count(PYTRACE_STAT_RINGBUF_FULL);
+		return -1;
+	}
+	count(PYTRACE_STAT_EVENTS);
+	return 0;
+}
+
+/*
+ * Attached to the cpu-clock events of the traced tree (inherited by every new task, and
+ * so is this program): runs in the sampled thread's context, before perf writes the
+ * sample. Returning 0 drops perf's own record and its stack copy, which are then not
+ * needed; 1 keeps it (no Python state known here, or native frames are wanted).
+ */
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	(void)ctx;
+	if (walk_and_send(PYTRACE_EV_SAMPLE, id >> 32, (__u32)id)) {
+		count(PYTRACE_STAT_SAMPLES_PASSED);
+		return 1;
+	}
+	count(PYTRACE_STAT_SAMPLES_KERNEL);
+	return pass_samples;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	/* prev is still the current task here: its user memory is readable. */
+	walk_and_send(PYTRACE_EV_SWITCH, BPF_CORE_READ(prev, tgid), BPF_CORE_READ(prev, pid));
+	return 0;
+}
+
+/*
+ * A traced Python process forked: the child runs the same image with the forking
+ * thread's state at the same address. Known here at once, so the child's first samples
+ * are read at sample time too, before user space has seen the fork.
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
+	__u32 ptid = BPF_CORE_READ(parent, pid), ctid = BPF_CORE_READ(child, pid);
+	struct pytrace_py_cfg *cfg;
+	__u64 *tstate;
+
+	if (ptgid == ctgid)
+		return 0; /* a new thread: user space learns its state from the interpreter */
+	cfg = bpf_map_lookup_elem(&py_cfg, &ptgid);
+	if (!cfg)
+		return 0;
+	bpf_map_update_elem(&py_cfg, &ctgid, cfg, BPF_ANY);
+	tstate = bpf_map_lookup_elem(&tstates, &ptid);
+	if (tstate)
+		bpf_map_update_elem(&tstates, &ctid, tstate, BPF_ANY);
+	count(PYTRACE_STAT_FORKS_FOLLOWED);
+	return 0;
+}
+
+/* A new image: the old one's offsets and thread states mean nothing in it. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid), tid = BPF_CORE_READ(p, pid), old = old_pid;
+
+	bpf_map_delete_elem(&py_cfg, &tgid);
+	bpf_map_delete_elem(&tstates, &tid);
+	bpf_map_delete_elem(&tstates, &old);
+	return 0;
+}
+
+/* A thread ended: it is never sampled again; nor is its process when it was the last. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid), tid = BPF_CORE_READ(p, pid);
+
+	bpf_map_delete_elem(&tstates, &tid);
+	if (group_dead)
+		bpf_map_delete_elem(&py_cfg, &tgid);
 	return 0;
 }

@@ -17,9 +17,16 @@ struct pytrace_py_cfg {
 	__u64 frame_owner; /* 0: no owner field (<= 3.10) */
 	__u64 code_filename;
 	__u64 code_name;
+	/* To find a thread's state the first time it is seen: the main interpreter's list. */
+	__u64 runtime; /* address of _PyRuntime */
+	__u64 runtime_interpreters_head;
+	__u64 interp_threads_head;
+	__u64 tstate_next;
+	__u64 tstate_id;   /* native_thread_id (3.11+) or thread_id (the pthread_t) */
+	__u8 id_is_native; /* else the pthread_t: the thread's fs base on x86-64 glibc */
 	__u8 via_cframe;
 	__u8 code_tagged; /* mask the low bits of the code reference (3.14) */
-	__u8 pad[6];
+	__u8 pad[5];
 };
 
 /* One frame as read in the kernel; user space turns it into names and lines. */
@@ -31,19 +38,38 @@ struct pytrace_raw_frame {
 	__u8 pad[7];
 };
 
-/* A Python thread's frames at the instant it switched out. */
-struct pytrace_switch_event {
+enum pytrace_event_kind {
+	PYTRACE_EV_SWITCH, /* the thread switched out (tp_btf/sched_switch) */
+	PYTRACE_EV_SAMPLE, /* a cpu-clock sample interrupted it (perf_event program) */
+};
+
+/*
+ * A Python thread's frames at one instant. Only the header and @nframes frames are
+ * sent: the ring holds events of different lengths.
+ */
+struct pytrace_event {
 	__u64 time_ns; /* CLOCK_MONOTONIC, like perf's records */
 	__u32 pid, tid;
+	__u32 cpu;
+	__u16 kind;	 /* enum pytrace_event_kind */
+	__u16 truncated; /* the chain went on past PYTRACE_BPF_MAX_FRAMES */
 	__u32 nframes;
-	__u32 truncated; /* the chain went on past PYTRACE_BPF_MAX_FRAMES */
+	__u32 pad;
+	/* The user registers perf records too: what joins a sample to perf's record of it. */
+	__u64 user_ip, user_sp;
 	struct pytrace_raw_frame frames[PYTRACE_BPF_MAX_FRAMES];
 };
 
+#define PYTRACE_EVENT_HEADER_SIZE 48
+
 enum pytrace_bpf_stat {
-	PYTRACE_STAT_EVENTS,
-	PYTRACE_STAT_RINGBUF_FULL,
-	PYTRACE_STAT_READ_ERRORS,
+	PYTRACE_STAT_EVENTS,	     /* events sent */
+	PYTRACE_STAT_RINGBUF_FULL,   /* events lost: the ring was full */
+	PYTRACE_STAT_READ_ERRORS,    /* walks cut short by unreadable memory */
+	PYTRACE_STAT_SAMPLES_KERNEL, /* samples whose Python frames the kernel read */
+	PYTRACE_STAT_SAMPLES_PASSED, /* samples left to perf and user space (no state known) */
+	PYTRACE_STAT_FORKS_FOLLOWED, /* processes whose walk set-up the kernel copied at fork */
+	PYTRACE_STAT_THREADS_FOUND,  /* thread states the kernel found in the interpreter */
 	PYTRACE_STAT_COUNT,
 };
 

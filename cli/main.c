@@ -33,10 +33,11 @@ static void usage(FILE *f)
 		"\n"
 		"sampling:\n"
 		"  -F, --frequency HZ    samples per second of CPU time per thread (default 1000, at most 100000)\n"
-		"      --backend B       auto (default): perf events, plus the eBPF switch-out reader when\n"
-		"                        it loads (root): then every wait of a Python thread has its exact\n"
-		"                        Python stack, read by the kernel at the switch; perf: without it;\n"
-		"                        bpf: require it\n"
+		"      --backend B       auto (default): perf events plus the eBPF reader when it loads\n"
+		"                        (root): the kernel reads each Python thread's stack at the\n"
+		"                        instant of every sample and every switch-out, so both are\n"
+		"                        exact; perf: without it (stacks read from outside, on-CPU\n"
+		"                        ones about 1 ms late); bpf: require it\n"
 		"      --mode MODE       wall (default): whole lives of threads, with off-CPU waits as exact\n"
 		"                        spans labelled with why (sleep, lock wait, read, poll, preempted ...);\n"
 		"                        cpu: on-CPU samples only\n"
@@ -54,13 +55,12 @@ static void usage(FILE *f)
 		"  -V, --version         print the version\n"
 		"\n"
 		"Python: CPython 3.8 to 3.14 processes show Python functions (qualified names from 3.11),\n"
-		"files and lines, read from outside; nothing is written to or stops the target. Waits\n"
-		"show the exact Python stack: read by the kernel at the switch (eBPF, as root), else\n"
-		"read while the thread cannot move (waits over ~2 ms). An\n"
-		"on-CPU sample's Python stack is read about 1 ms after the sample (this backend cannot\n"
-		"read it at the instant), so it is approximate: code that ran for less than that may be\n"
-		"shown under its neighbour. A shorter wait gets the frames its thread had both before\n"
-		"and after it.\n"
+		"files and lines, read from outside; nothing is written to or stops the target. As\n"
+		"root (eBPF), the kernel reads a thread's Python stack at the instant of each sample\n"
+		"and each switch-out: exact. Without root, a wait over ~2 ms is read while the thread\n"
+		"cannot move (exact); an on-CPU sample is read about 1 ms after it (approximate: code\n"
+		"that ran for less than that may be shown under its neighbour); a shorter wait gets\n"
+		"the frames its thread had both before and after it.\n"
 		"\n"
 		"Permissions: launching needs kernel.perf_event_paranoid <= 2 (Debian's default is 2 or 3);\n"
 		"attaching to another user's processes, --kernel and exact off-CPU stacks need root.\n"
@@ -179,6 +179,7 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 			break;
 		case OPT_NATIVE:
 			o->native = true;
+			o->sampler.native = true;
 			break;
 		case OPT_BACKEND:
 			if (!strcmp(optarg, "auto"))

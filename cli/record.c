@@ -470,6 +470,14 @@ static void print_summary(struct session *s, int close_err, const struct trace_s
 	if (st.lost_records + st.lost_samples)
 		fprintf(stderr,
 			"pytrace-sample: the kernel dropped records: lower -F or --stack-size\n");
+	if (st.kernel_events_lost + st.kernel_samples_lost)
+		fprintf(stderr,
+			"pytrace-sample: %" PRIu64
+			" Python stacks read by the kernel were lost (%" PRIu64
+			" with its buffer full, %" PRIu64
+			" of processes not yet known to run Python)\n",
+			st.kernel_events_lost + st.kernel_samples_lost, st.kernel_events_lost,
+			st.kernel_samples_lost);
 	if (s->opts->format != TRACE_FORMAT_FOLDED &&
 	    trace_format__from_path(s->output) != TRACE_FORMAT_FOLDED)
 		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file) or in "
@@ -516,6 +524,13 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "lost_samples", st.lost_samples);
 	trace__note(s->trace, "throttled", st.throttled);
 	trace__note(s->trace, "kernel_switch_stacks", st.kernel_switch_stacks);
+	trace__note(s->trace, "kernel_switch_misses", st.kernel_switch_misses);
+	trace__note(s->trace, "kernel_samples", st.kernel_samples);
+	trace__note(s->trace, "kernel_samples_lost", st.kernel_samples_lost);
+	trace__note(s->trace, "kernel_events_lost", st.kernel_events_lost);
+	trace__note(s->trace, "kernel_read_errors", st.kernel_read_errors);
+	trace__note(s->trace, "kernel_threads_found", st.kernel_threads_found);
+	trace__note(s->trace, "kernel_forks_followed", st.kernel_forks_followed);
 	trace__note(s->trace, "late_python_walks", st.late_walks);
 	trace__note(s->trace, "stale_captures", st.stale_captures);
 	trace__note(s->trace, "frequency_hz", s->opts->sampler.frequency_hz);

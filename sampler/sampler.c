@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <pthread.h>
@@ -26,7 +27,7 @@
 
 #include "../common/hashmap.h"
 #include "../common/log.h"
-#include "bpf_switch.h"
+#include "bpf_reader.h"
 #include "launch.h"
 #include "procfs.h"
 #include "ring.h"
@@ -45,6 +46,10 @@
 
 /* Records we make ourselves for what existed before we attached. */
 #define SYNTH_RECORD 0x7f00
+/* An event of the kernel-side reader (struct pytrace_event) after the header. */
+#define KERNEL_EVENT_RECORD 0x7f01
+/* Longer than the kernel takes from stamping an event to sending it. */
+#define KERNEL_EVENT_MARGIN_NS 1000000ULL
 
 enum event_role {
 	ROLE_CLOCK = 1,	 /* cpu-clock samples, side-band records */
@@ -55,6 +60,12 @@ struct synth_record {
 	struct perf_event_header header;
 	struct sampler_rec rec;
 	char text[]; /* the comm or path that rec points to */
+};
+
+/* Stacks read by the kernel, oldest first, until their perf records are followed. */
+struct py_fifo {
+	struct py_stack **items;
+	uint32_t head, count, capacity;
 };
 
 struct task_state {
@@ -75,12 +86,12 @@ struct task_state {
 	uint64_t outside_stack_size;
 	uint64_t outside_read_ns;
 	struct py_stack *outside_py;
-	struct py_stack *last_py;	 /* of the latest sample followed: the drainer's view */
-	struct py_stack *out_py;	 /* last_py as of the switch-out: a guess for short waits */
-	struct py_stack *kernel_outs[8]; /* read by the kernel at switch-outs, oldest first */
-	uint32_t nkernel_outs;
-	uint64_t chain_start;	    /* the first switch-in since the last stack read, or 0 */
-	struct after_stack *afters; /* oldest first: kept until their waits go out */
+	struct py_stack *last_py;      /* of the latest sample followed: the drainer's view */
+	struct py_stack *out_py;       /* last_py as of the switch-out: a guess for short waits */
+	struct py_fifo kernel_outs;    /* read by the kernel at switch-outs */
+	struct py_fifo kernel_samples; /* read by the kernel at samples perf also kept */
+	uint64_t chain_start;	       /* the first switch-in since the last stack read, or 0 */
+	struct after_stack *afters;    /* oldest first: kept until their waits go out */
 };
 
 /* The first stack read after a chain of short waits that began at @from. */
@@ -98,6 +109,7 @@ struct py_stack {
 	bool extended;	/* at_ns moved to the end of the wait it was read in */
 	bool kernel;	/* read by the kernel at a switch-out (copies are not) */
 	bool exact;
+	uint64_t user_ip, user_sp; /* kernel samples: the user registers perf saw too */
 	uint32_t n;
 	struct cpython_code_entry **codes; /* resolved as the record goes out, under the lock */
 	struct cpython_frame frames[];
@@ -150,6 +162,100 @@ static struct py_stack *py_stack_copy(const struct py_stack *src)
 	return ps;
 }
 
+/*
+ * A drain consumes all the kernel's events before it follows perf's records, so a fifo
+ * holds up to one drain's worth for its thread (bounded: the oldest go first).
+ */
+#define PY_FIFO_MAX 4096
+
+static void py_fifo_push(struct py_fifo *f, struct py_stack *ps)
+{
+	if (f->count == PY_FIFO_MAX) {
+		py_stack_free(f->items[f->head++]);
+		f->count--;
+	}
+	if (f->head + f->count == f->capacity) {
+		if (f->head) {
+			memmove(f->items, f->items + f->head, f->count * sizeof(*f->items));
+			f->head = 0;
+		} else {
+			uint32_t capacity = f->capacity ? f->capacity * 2 : 8;
+			struct py_stack **grown = realloc(f->items, capacity * sizeof(*grown));
+
+			if (!grown) {
+				py_stack_free(ps);
+				return;
+			}
+			f->items = grown;
+			f->capacity = capacity;
+		}
+	}
+	f->items[f->head + f->count++] = ps;
+}
+
+/*
+ * Takes the latest stack read at or before @time, dropping older ones; NULL unless it
+ * was read less than @within ns before (else it belongs to an earlier record).
+ */
+static struct py_stack *py_fifo_take(struct py_fifo *f, uint64_t time, uint64_t within)
+{
+	struct py_stack *found = NULL;
+
+	while (f->count && f->items[f->head]->at_ns <= time) {
+		py_stack_free(found);
+		found = f->items[f->head++];
+		f->count--;
+	}
+	if (!f->count)
+		f->head = 0;
+	if (found && time - found->at_ns >= within) {
+		py_stack_free(found);
+		found = NULL;
+	}
+	return found;
+}
+
+/*
+ * The kernel's reading of a sample perf kept (with its stack copy) for @time, @ip, @sp:
+ * they carry the same user registers, and perf stamps its record a little before the
+ * kernel's reader runs (0.25-0.5 ms here). Readings of earlier samples are dropped.
+ */
+static struct py_stack *py_fifo_match(struct py_fifo *f, uint64_t time, uint64_t ip, uint64_t sp)
+{
+	uint32_t i;
+
+	while (f->count && f->items[f->head]->at_ns + 100000 < time) {
+		py_stack_free(f->items[f->head++]);
+		f->count--;
+	}
+	for (i = 0; i < f->count && i < 16; i++) {
+		struct py_stack *ps = f->items[f->head + i];
+
+		if (ps->at_ns > time + 5000000)
+			break;
+		if (ps->user_ip == ip && ps->user_sp == sp) {
+			while (i--) {
+				py_stack_free(f->items[f->head++]);
+				f->count--;
+			}
+			f->head++;
+			f->count--;
+			return ps;
+		}
+	}
+	return NULL;
+}
+
+static void py_fifo_clear(struct py_fifo *f)
+{
+	while (f->count) {
+		py_stack_free(f->items[f->head++]);
+		f->count--;
+	}
+	free(f->items);
+	memset(f, 0, sizeof(*f));
+}
+
 /* A switch-out drained without its switch-in: the thread may still be waiting. */
 struct pending_out {
 	uint32_t pid;
@@ -188,7 +294,10 @@ struct sampler {
 	struct hashmap *pending_outs; /* tid -> struct pending_out, during one drain */
 	struct hashmap *captures;     /* tid -> struct outside_capture */
 	struct hashmap *pythons;      /* pid -> struct cpython_process */
-	struct bpf_switch *bpf;	      /* Python frames read by the kernel at switch-outs */
+	struct bpf_reader *bpf;	      /* Python frames read by the kernel at switch-outs */
+	bool kernel_samples;	      /* ... and at samples: it is attached to the clock events */
+	size_t nfds_sampled;	      /* clock events it was attached to (or tried) */
+	uint64_t clock_id;	      /* a cpu-clock event's id, for the samples it reads */
 	struct hashmap *bpf_synced;   /* pid -> thread list generation + 1 mirrored there */
 	pthread_t drainer;	      /* drains, follows and walks every ~1 ms */
 	bool drainer_running;
@@ -196,6 +305,7 @@ struct sampler {
 	pthread_mutex_t lock; /* everything here, between the drainer and sampler__next() */
 	struct qrec **batch;  /* records of the drain in progress */
 	size_t batch_count, batch_capacity;
+	uint64_t batch_seq;
 	struct cpython_frame *py_scratch;
 	struct py_stack *held_py;
 	struct py_stack **fresh; /* walked in the drain in progress, codes not yet read */
@@ -391,6 +501,21 @@ static int open_task_events(struct sampler *s, pid_t tid)
 			err = route_to_ring(s, fd, cpu, ROLE_CLOCK);
 		if (err)
 			return err;
+		if (!s->clock_id && ioctl(fd, PERF_EVENT_IOC_ID, &s->clock_id))
+			return -errno;
+		if (s->bpf && (s->kernel_samples || !s->nfds_sampled)) {
+			err = bpf_reader__attach_sampling(s->bpf, fd);
+			if (err) {
+				/* Samples then keep perf's record: read from outside, later. */
+				pr_info("eBPF sample reader not attached (%s): on-CPU Python stacks "
+					"are read from outside, about 1 ms late",
+					strerror(-err));
+				s->kernel_samples = false;
+			} else {
+				s->kernel_samples = true;
+			}
+			s->nfds_sampled++;
+		}
 		if (!s->use_switch_event)
 			continue;
 		fd = perf_event_open(&s->switch_attr, tid, (int)cpu);
@@ -441,8 +566,8 @@ static void task_free(struct task_state *t)
 	py_stack_free(t->outside_py);
 	py_stack_free(t->last_py);
 	py_stack_free(t->out_py);
-	while (t->nkernel_outs)
-		py_stack_free(t->kernel_outs[--t->nkernel_outs]);
+	py_fifo_clear(&t->kernel_outs);
+	py_fifo_clear(&t->kernel_samples);
 	while (t->afters) {
 		struct after_stack *a = t->afters;
 
@@ -774,7 +899,8 @@ static void set_python(struct sampler *s, uint32_t pid, struct cpython_process *
 		proc = NULL;
 	}
 	if (s->bpf) {
-		bpf_switch__set_process(s->bpf, pid, proc ? &proc->layout : NULL);
+		bpf_reader__set_process(s->bpf, pid, proc ? &proc->layout : NULL,
+					proc ? proc->runtime : 0);
 		hashmap__remove(s->bpf_synced, pid);
 	}
 }
@@ -788,7 +914,7 @@ static void sync_threads(struct sampler *s, uint32_t pid, struct cpython_process
 	if (!s->bpf || synced == proc->threads_generation + 1)
 		return;
 	for (i = 0; i < proc->nthreads; i++)
-		bpf_switch__set_thread(s->bpf, proc->threads[i].tid, proc->threads[i].tstate);
+		bpf_reader__set_thread(s->bpf, proc->threads[i].tid, proc->threads[i].tstate);
 	hashmap__set(s->bpf_synced, pid, (void *)(uintptr_t)(proc->threads_generation + 1));
 }
 
@@ -841,7 +967,7 @@ static void track_python(struct sampler *s, struct qrec *q)
 			memcpy(&ptid, p + 12, 4);
 			for (i = 0; s->bpf && i < parent->nthreads; i++) {
 				if (parent->threads[i].tid == ptid)
-					bpf_switch__set_thread(s->bpf, tid,
+					bpf_reader__set_thread(s->bpf, tid,
 							       parent->threads[i].tstate);
 			}
 		}
@@ -857,8 +983,8 @@ static void track_python(struct sampler *s, struct qrec *q)
 		set_python(s, ids[0], NULL, 0);
 		/* The thread that exec'd (now the only one) had a state in the old image. */
 		if (s->bpf) {
-			bpf_switch__forget_thread(s->bpf, ids[0]);
-			bpf_switch__forget_thread(s->bpf, ids[1]);
+			bpf_reader__forget_thread(s->bpf, ids[0]);
+			bpf_reader__forget_thread(s->bpf, ids[1]);
 		}
 	} else if (hdr->type == PERF_RECORD_SWITCH && !(hdr->misc & PERF_RECORD_MISC_SWITCH_OUT)) {
 		struct task_state *t;
@@ -880,6 +1006,15 @@ static void track_python(struct sampler *s, struct qrec *q)
 		memcpy(ids, q->data + q->size - 32, 8);
 		t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
 		q->py = t ? take_kernel_out(t, q->time) : NULL;
+		if (t && !q->py && s->bpf) {
+			s->stats.kernel_switch_misses++;
+			pr_debug("switch-out of %u at %" PRIu64 " without the kernel's stack (%u "
+				 "queued, first at %" PRIu64 ")",
+				 ids[1], q->time, t->kernel_outs.count,
+				 t->kernel_outs.count
+					 ? t->kernel_outs.items[t->kernel_outs.head]->at_ns
+					 : 0);
+		}
 		if (q->py) {
 			py_stack_free(t->last_py);
 			t->last_py = py_stack_copy(q->py);
@@ -897,12 +1032,13 @@ static void track_python(struct sampler *s, struct qrec *q)
 		if (!hashmap__get(s->pythons, ids[0]) ||
 		    (enum event_role)(uintptr_t)hashmap__get(s->roles, id) != ROLE_CLOCK)
 			return;
-		q->py = walk_python(s, ids[0], ids[1], false, q->time);
 		t = task_get(s, ids[0], ids[1], true);
+		if (!q->py)
+			q->py = walk_python(s, ids[0], ids[1], false, q->time);
 		if (!t)
 			return;
-		if (q->py && q->py->read_ns - q->time > 2 * period_ns(s) && t->last_py &&
-		    t->last_py->at_ns <= q->time && t->last_py->proc == q->py->proc) {
+		if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s) &&
+		    t->last_py && t->last_py->at_ns <= q->time && t->last_py->proc == q->py->proc) {
 			/*
 			 * Read well after the sample (a busy machine): the thread may have
 			 * moved on. What it had both before the sample and when read held
@@ -951,6 +1087,8 @@ static void track_switch(struct sampler *s, const struct qrec *q)
 		p->in_time = q->time;
 }
 
+static struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q);
+
 /* Collects one drain's records; they are followed in time order once all are in. */
 static void take_record(struct qrec *rec, void *ctx)
 {
@@ -967,7 +1105,7 @@ static void take_record(struct qrec *rec, void *ctx)
 		s->batch = grown;
 		s->batch_capacity = capacity;
 	}
-	rec->seq = s->batch_count;
+	rec->seq = s->batch_seq++;
 	s->batch[s->batch_count++] = rec;
 }
 
@@ -984,16 +1122,21 @@ static int by_time(const void *a, const void *b)
  * Rings are drained one CPU after another, so a batch is not in time order: an exec
  * on one CPU would otherwise be seen after the new image's mmaps on another.
  */
-static void follow_batch(struct sampler *s)
+static void follow_batch(struct sampler *s, uint64_t cut)
 {
 	size_t i;
 
 	if (!s->batch_count)
 		return; /* qsort() wants a non-NULL array even for nothing */
 	qsort(s->batch, s->batch_count, sizeof(*s->batch), by_time);
-	for (i = 0; i < s->batch_count; i++) {
+	for (i = 0; i < s->batch_count && s->batch[i]->time <= cut; i++) {
 		struct qrec *rec = s->batch[i];
 
+		if (((struct perf_event_header *)rec->data)->type == KERNEL_EVENT_RECORD) {
+			rec = follow_kernel_event(s, rec);
+			if (!rec)
+				continue;
+		}
 		capture_cmdline(s, rec);
 		track_python(s, rec);
 		if (s->opts.mode == SAMPLER_MODE_WALL)
@@ -1001,7 +1144,9 @@ static void follow_batch(struct sampler *s)
 		if (queue__push(&s->queue, rec))
 			qrec_free(rec);
 	}
-	s->batch_count = 0;
+	/* Later ones wait for the next drain, with the kernel's events that go with them. */
+	memmove(s->batch, s->batch + i, (s->batch_count - i) * sizeof(*s->batch));
+	s->batch_count -= i;
 }
 
 /* Hands the command line read at drain time to the record about to go out. */
@@ -1106,19 +1251,15 @@ static void capture_waiting(struct sampler *s)
 	s->pending_outs = hashmap__new();
 }
 
-/* A switch-out read by the kernel: kept on its thread until the switch record comes. */
-static void on_kernel_switch(void *ctx, const struct pytrace_switch_event *e)
+/* The frames of a kernel event as a stack, or NULL (not Python, or none left). */
+static struct py_stack *kernel_stack(struct sampler *s, struct cpython_process *proc,
+				     const struct pytrace_event *e)
 {
 	struct cpython_raw_frame raw[PYTRACE_BPF_MAX_FRAMES];
-	struct sampler *s = ctx;
-	struct cpython_process *proc = hashmap__get(s->pythons, e->pid);
-	struct task_state *t;
 	struct py_stack *ps;
 	uint32_t i, n = e->nframes < PYTRACE_BPF_MAX_FRAMES ? e->nframes : PYTRACE_BPF_MAX_FRAMES;
 	int count;
 
-	if (!proc)
-		return;
 	for (i = 0; i < n; i++) {
 		raw[i].code = e->frames[i].code;
 		raw[i].fingerprint = e->frames[i].fingerprint;
@@ -1126,29 +1267,114 @@ static void on_kernel_switch(void *ctx, const struct pytrace_switch_event *e)
 		raw[i].owner = e->frames[i].owner;
 	}
 	count = cpython_frames_from_raw(&proc->layout, raw, n, s->py_scratch, CPYTHON_MAX_FRAMES);
-	t = count > 0 ? task_get(s, e->pid, e->tid, true) : NULL;
-	if (!t)
-		return;
+	if (count <= 0)
+		return NULL;
 	ps = malloc(sizeof(*ps) + (size_t)count * sizeof(ps->frames[0]));
 	if (!ps)
-		return;
+		return NULL;
 	ps->proc = cpython_process__get(proc);
 	ps->codes = NULL;
 	ps->read_ns = ps->at_ns = e->time_ns; /* read at that very instant */
 	ps->extended = false;
 	ps->exact = true;
 	ps->kernel = true;
+	ps->user_ip = e->user_ip;
+	ps->user_sp = e->user_sp;
 	ps->n = (uint32_t)count;
 	memcpy(ps->frames, s->py_scratch, (size_t)count * sizeof(ps->frames[0]));
 	fresh_stack(s, ps);
-	if (t->nkernel_outs == sizeof(t->kernel_outs) / sizeof(t->kernel_outs[0])) {
-		py_stack_free(t->kernel_outs[0]);
-		memmove(t->kernel_outs, t->kernel_outs + 1,
-			(t->nkernel_outs - 1) * sizeof(t->kernel_outs[0]));
-		t->nkernel_outs--;
+	return ps;
+}
+
+/*
+ * A sample the kernel read and perf dropped: becomes a perf-format sample record of
+ * our own (no registers, no stack copy) that carries the frames.
+ */
+static struct qrec *kernel_sample_record(struct sampler *s, const struct pytrace_event *e,
+					 struct py_stack *ps)
+{
+	struct {
+		struct perf_event_header header;
+		uint64_t id;
+		uint32_t pid, tid;
+		uint64_t time;
+		uint32_t cpu, res;
+		uint64_t abi, stack_size;
+	} rec = { .header = { PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, sizeof(rec) },
+		  .id = s->clock_id,
+		  .pid = e->pid,
+		  .tid = e->tid,
+		  .time = e->time_ns,
+		  .cpu = e->cpu,
+		  .abi = PERF_SAMPLE_REGS_ABI_NONE };
+	struct qrec *q = malloc(sizeof(*q) + sizeof(rec));
+
+	if (!q) {
+		py_stack_free(ps);
+		return NULL;
 	}
-	t->kernel_outs[t->nkernel_outs++] = ps;
-	s->stats.kernel_switch_stacks++;
+	q->time = e->time_ns;
+	q->seq = 0;
+	q->cpu = e->cpu;
+	q->size = sizeof(rec);
+	q->py = ps;
+	memcpy(q->data, &rec, sizeof(rec));
+	return q;
+}
+
+/* Queues an event of the kernel-side reader with perf's records, to follow in time order. */
+static void take_kernel_event(void *ctx, const struct pytrace_event *e)
+{
+	size_t size = PYTRACE_EVENT_HEADER_SIZE + e->nframes * sizeof(e->frames[0]);
+	struct perf_event_header header = { KERNEL_EVENT_RECORD, 0,
+					    (uint16_t)(sizeof(header) + size) };
+	struct qrec *q = malloc(sizeof(*q) + header.size);
+
+	if (!q)
+		return;
+	q->time = e->time_ns;
+	q->cpu = e->cpu;
+	q->size = header.size;
+	q->py = NULL;
+	memcpy(q->data, &header, sizeof(header));
+	memcpy(q->data + sizeof(header), e, size);
+	take_record(q, ctx);
+}
+
+/*
+ * Follows an event of the kernel-side reader, in time order with perf's records (so
+ * what runs CPython is known as of that moment). A switch-out's stack waits on its
+ * thread for the switch record; a sample's becomes the sample record, or waits for
+ * perf's own record of it when that was kept for its native or kernel frames. Returns
+ * the record to go on with, or NULL.
+ */
+static struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
+{
+	const struct pytrace_event *e = (const void *)(q->data + sizeof(struct perf_event_header));
+	struct cpython_process *proc = hashmap__get(s->pythons, e->pid);
+	struct qrec *out = NULL;
+	struct task_state *t;
+	struct py_stack *ps;
+
+	/* Not Python as far as we know yet: the sample is lost (perf's was dropped). */
+	ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
+	t = ps ? task_get(s, e->pid, e->tid, true) : NULL;
+	if (!t) {
+		py_stack_free(ps);
+		if (e->kind == PYTRACE_EV_SAMPLE && !s->opts.native && !s->opts.kernel_stacks)
+			s->stats.kernel_samples_lost++;
+	} else if (e->kind == PYTRACE_EV_SWITCH) {
+		py_fifo_push(&t->kernel_outs, ps);
+		s->stats.kernel_switch_stacks++;
+	} else if (s->opts.native || s->opts.kernel_stacks) {
+		py_fifo_push(&t->kernel_samples, ps);
+	} else {
+		out = kernel_sample_record(s, e, ps);
+		if (out)
+			out->seq = q->seq;
+	}
+	qrec_free(q);
+	return out;
 }
 
 /*
@@ -1157,36 +1383,29 @@ static void on_kernel_switch(void *ctx, const struct pytrace_switch_event *e)
  */
 static struct py_stack *take_kernel_out(struct task_state *t, uint64_t out_time)
 {
-	struct py_stack *found = NULL;
-
-	while (t->nkernel_outs && t->kernel_outs[0]->at_ns <= out_time) {
-		struct py_stack *ps = t->kernel_outs[0];
-
-		memmove(t->kernel_outs, t->kernel_outs + 1,
-			(t->nkernel_outs - 1) * sizeof(t->kernel_outs[0]));
-		t->nkernel_outs--;
-		py_stack_free(found);
-		found = ps;
-	}
-	if (found && out_time - found->at_ns > 1000000) {
-		py_stack_free(found); /* another switch's */
-		found = NULL;
-	}
-	return found;
+	return py_fifo_take(&t->kernel_outs, out_time, 1000000);
 }
 
-static void drain_rings(struct sampler *s)
+/*
+ * Copies out what the kernel has, then follows it in time order. The kernel-side
+ * reader's events are taken first: one precedes the perf record it goes with (a switch,
+ * a sample kept for its stack copy) and follows the ones it needs (a fork before its
+ * child's events). So perf's records are followed only up to the moment the events
+ * were taken, less a margin for an event being written then; later ones wait for the
+ * next drain. @last: nothing more will come, follow everything.
+ */
+static void drain_rings(struct sampler *s, bool last)
 {
+	uint64_t cut = last || !s->bpf ? UINT64_MAX : sampler_now_ns() - KERNEL_EVENT_MARGIN_NS;
 	uint32_t cpu;
 
+	if (s->bpf)
+		bpf_reader__consume(s->bpf, take_kernel_event, s);
 	for (cpu = 0; cpu < s->ncpus; cpu++) {
 		if (s->rings[cpu].base)
 			ring__drain(&s->rings[cpu], record_time, take_record, s);
 	}
-	/* After the perf rings: each switch's kernel event precedes its perf record. */
-	if (s->bpf)
-		bpf_switch__consume(s->bpf, on_kernel_switch, s);
-	follow_batch(s);
+	follow_batch(s, cut);
 	if (s->pending_outs && hashmap__count(s->pending_outs))
 		capture_waiting(s);
 	read_fresh_codes(s);
@@ -1316,10 +1535,25 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 		return NULL;
 	s->held[0] = q;
 	s->stats.samples++;
+	t = (s->opts.native || s->opts.kernel_stacks) && s->bpf && v.stack.valid
+		    ? task_get(s, v.pid, v.tid, false)
+		    : NULL;
+	if (t && t->kernel_samples.count) {
+		/* Read from outside when followed; the kernel read it at the sample itself. */
+		struct py_stack *exact = py_fifo_match(
+			&t->kernel_samples, v.time, v.stack.regs[SREG_IP], v.stack.regs[SREG_SP]);
+
+		if (exact) {
+			py_stack_free(q->py);
+			q->py = exact;
+		}
+	}
 	out_rec(s, SREC_SAMPLE, v.pid, v.tid, v.cpu, v.time)->sample.stack = v.stack;
 	s->rec.sample.syscall = -1;
 	if (q->py) {
 		resolve_codes(q->py);
+		s->stats.kernel_samples += q->py->kernel;
+		s->rec.sample.py_exact = q->py->kernel;
 		s->rec.sample.python = q->py->proc;
 		s->rec.sample.py_codes = q->py->codes;
 		s->rec.sample.py_frames = q->py->frames;
@@ -1671,7 +1905,7 @@ static void drain_once(struct sampler *s)
 
 	/* Anything stamped before this is already in a buffer. */
 	s->watermark = now - REORDER_MARGIN_NS;
-	drain_rings(s);
+	drain_rings(s, false);
 	if (now - s->last_liveness_ns > 1000000000ULL) {
 		s->last_liveness_ns = now;
 		check_liveness(s);
@@ -1691,6 +1925,7 @@ static void *drainer_main(void *arg)
 	struct sched_param realtime = { .sched_priority = 1 }, normal = { .sched_priority = 0 };
 	struct pollfd pfds[MAX_CPUS];
 	bool fast = false, python;
+	uint64_t walks;
 	nfds_t n = 0;
 	uint32_t cpu;
 
@@ -1710,8 +1945,11 @@ static void *drainer_main(void *arg)
 			}
 		}
 		pthread_mutex_lock(&s->lock);
+		walks = s->stats.python_walks;
 		drain_once(s);
-		python = hashmap__count(s->pythons) > 0;
+		/* When the kernel reads every stack, none waits on this thread: drain slowly. */
+		python = hashmap__count(s->pythons) > 0 &&
+			 (!s->kernel_samples || s->stats.python_walks != walks);
 		pthread_mutex_unlock(&s->lock);
 		if (python == fast)
 			continue;
@@ -1781,7 +2019,7 @@ void sampler__stop(struct sampler *s)
 	s->stop_ns = sampler_now_ns();
 	for (i = 0; i < s->nfds; i++)
 		ioctl(s->fds[i], PERF_EVENT_IOC_DISABLE, 0);
-	drain_rings(s);
+	drain_rings(s, true);
 	s->stopped = true;
 	pthread_mutex_unlock(&s->lock);
 }
@@ -1801,6 +2039,13 @@ void sampler__stats(struct sampler *s, struct sampler_stats *stats)
 	pthread_mutex_lock(&s->lock);
 	*stats = s->stats;
 	stats->processes = (uint32_t)hashmap__count(s->procs);
+	if (s->bpf) {
+		stats->kernel_events_lost = bpf_reader__stat(s->bpf, PYTRACE_STAT_RINGBUF_FULL);
+		stats->kernel_read_errors = bpf_reader__stat(s->bpf, PYTRACE_STAT_READ_ERRORS);
+		stats->kernel_threads_found = bpf_reader__stat(s->bpf, PYTRACE_STAT_THREADS_FOUND);
+		stats->kernel_forks_followed =
+			bpf_reader__stat(s->bpf, PYTRACE_STAT_FORKS_FOLLOWED);
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -1847,7 +2092,7 @@ void sampler__free(struct sampler *s)
 	hashmap__free_all(s->pending_outs, free);
 	hashmap__free_all(s->captures, free_captures_value);
 	hashmap__free_all(s->pythons, put_python_value);
-	bpf_switch__free(s->bpf);
+	bpf_reader__free(s->bpf);
 	hashmap__free(s->bpf_synced);
 	free(s->py_scratch);
 	for (i = 0; i < s->nfresh; i++)
@@ -1918,8 +2163,9 @@ static struct sampler *sampler__new(const struct sampler_opts *opts)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (opts->mode == SAMPLER_MODE_WALL && opts->backend != SAMPLER_BACKEND_PERF) {
-		s->bpf = bpf_switch__open();
+	if (opts->backend != SAMPLER_BACKEND_PERF) {
+		s->bpf = bpf_reader__open(opts->native || opts->kernel_stacks,
+					  opts->mode == SAMPLER_MODE_WALL);
 		if (!s->bpf && opts->backend == SAMPLER_BACKEND_BPF) {
 			int err = errno;
 
@@ -1928,8 +2174,8 @@ static struct sampler *sampler__new(const struct sampler_opts *opts)
 			return NULL;
 		}
 		if (!s->bpf)
-			pr_info("eBPF switch-out reader unavailable (%s): waits shorter than ~2 ms get "
-				"approximate Python stacks",
+			pr_info("eBPF reader unavailable (%s): Python stacks are read from outside, "
+				"about 1 ms after samples; waits shorter than ~2 ms get approximate ones",
 				strerror(errno));
 	}
 	raise_fd_limit();

@@ -1,0 +1,179 @@
+/* Loading the kernel-side reader, feeding it offsets and thread states, draining it. */
+#include "bpf_reader.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "pytrace.skel.h"
+
+struct bpf_reader {
+	struct pytrace_bpf *skel;
+	struct ring_buffer *ring;
+	struct bpf_link **links; /* one per cpu-clock event sampled */
+	size_t nlinks, links_capacity;
+	void (*fn)(void *ctx, const struct pytrace_event *e);
+	void *ctx;
+};
+
+static int silent(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	(void)level;
+	(void)fmt;
+	(void)ap;
+	return 0;
+}
+
+static int on_event(void *arg, void *data, size_t size)
+{
+	struct bpf_reader *b = arg;
+
+	const struct pytrace_event *e = data;
+
+	/* Events are sent at their length: the header and that many frames. */
+	if (size < PYTRACE_EVENT_HEADER_SIZE || !b->fn)
+		return 0;
+	if (e->nframes > PYTRACE_BPF_MAX_FRAMES ||
+	    size < PYTRACE_EVENT_HEADER_SIZE + e->nframes * sizeof(e->frames[0]))
+		return 0;
+	b->fn(b->ctx, e);
+	return 0;
+}
+
+struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches)
+{
+	struct bpf_reader *b = calloc(1, sizeof(*b));
+	int err;
+
+	if (!b)
+		return NULL;
+	libbpf_set_print(silent);
+	b->skel = pytrace_bpf__open();
+	if (!b->skel) {
+		err = -errno;
+		goto out_free;
+	}
+	b->skel->rodata->pass_samples = pass_samples;
+	bpf_program__set_autoload(b->skel->progs.on_switch, read_switches);
+	err = pytrace_bpf__load(b->skel);
+	if (err)
+		goto out_destroy;
+	err = pytrace_bpf__attach(b->skel);
+	if (err)
+		goto out_destroy;
+	b->ring = ring_buffer__new(bpf_map__fd(b->skel->maps.events), on_event, b, NULL);
+	if (!b->ring) {
+		err = -errno;
+		goto out_destroy;
+	}
+	return b;
+
+out_destroy:
+	pytrace_bpf__destroy(b->skel);
+out_free:
+	free(b);
+	errno = err < 0 ? -err : EINVAL;
+	return NULL;
+}
+
+void bpf_reader__free(struct bpf_reader *b)
+{
+	if (!b)
+		return;
+	while (b->nlinks)
+		bpf_link__destroy(b->links[--b->nlinks]);
+	free(b->links);
+	ring_buffer__free(b->ring);
+	pytrace_bpf__destroy(b->skel);
+	free(b);
+}
+
+int bpf_reader__attach_sampling(struct bpf_reader *b, int fd)
+{
+	struct bpf_link *link;
+
+	if (b->nlinks == b->links_capacity) {
+		size_t capacity = b->links_capacity ? b->links_capacity * 2 : 16;
+		struct bpf_link **grown = realloc(b->links, capacity * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		b->links = grown;
+		b->links_capacity = capacity;
+	}
+	link = bpf_program__attach_perf_event(b->skel->progs.on_sample, fd);
+	if (!link)
+		return -errno;
+	b->links[b->nlinks++] = link;
+	return 0;
+}
+
+int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cpython_layout *l,
+			    uint64_t runtime)
+{
+	int fd = bpf_map__fd(b->skel->maps.py_cfg);
+	struct pytrace_py_cfg cfg;
+
+	if (!l)
+		return bpf_map_delete_elem(fd, &tgid) && errno != ENOENT ? -errno : 0;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tstate_frame = l->tstate_frame;
+	cfg.cframe_current_frame = l->cframe_current_frame;
+	cfg.via_cframe = l->frame_via_cframe;
+	cfg.frame_previous = l->frame_previous;
+	cfg.frame_code = l->frame_code;
+	cfg.frame_instr = l->frame_instr;
+	cfg.frame_owner = l->frame_owner;
+	cfg.code_filename = l->code_filename;
+	cfg.code_name = l->code_name;
+	cfg.code_tagged = l->code_tagged;
+	cfg.runtime = runtime;
+	cfg.runtime_interpreters_head = l->runtime_interpreters_head;
+	cfg.interp_threads_head = l->interp_threads_head;
+	cfg.tstate_next = l->tstate_next;
+	cfg.id_is_native = l->tstate_native_thread_id != 0;
+	cfg.tstate_id = cfg.id_is_native ? l->tstate_native_thread_id : l->tstate_thread_id;
+	return bpf_map_update_elem(fd, &tgid, &cfg, BPF_ANY) ? -errno : 0;
+}
+
+int bpf_reader__set_thread(struct bpf_reader *b, uint32_t tid, uint64_t tstate)
+{
+	int fd = bpf_map__fd(b->skel->maps.tstates);
+
+	return bpf_map_update_elem(fd, &tid, &tstate, BPF_ANY) ? -errno : 0;
+}
+
+void bpf_reader__forget_thread(struct bpf_reader *b, uint32_t tid)
+{
+	bpf_map_delete_elem(bpf_map__fd(b->skel->maps.tstates), &tid);
+}
+
+int bpf_reader__consume(struct bpf_reader *b, void (*fn)(void *ctx, const struct pytrace_event *e),
+			void *ctx)
+{
+	b->fn = fn;
+	b->ctx = ctx;
+	return ring_buffer__consume(b->ring);
+}
+
+uint64_t bpf_reader__stat(struct bpf_reader *b, enum pytrace_bpf_stat which)
+{
+	int fd = bpf_map__fd(b->skel->maps.stats);
+	__u32 key = which;
+	int ncpus = libbpf_num_possible_cpus();
+	uint64_t total = 0, *values;
+	int i;
+
+	if (ncpus <= 0)
+		return 0;
+	values = calloc((size_t)ncpus, sizeof(*values));
+	if (values && !bpf_map_lookup_elem(fd, &key, values)) {
+		for (i = 0; i < ncpus; i++)
+			total += values[i];
+	}
+	free(values);
+	return total;
+}
