@@ -49,6 +49,18 @@ class PoolRecording(unittest.TestCase):
             self.assertEqual(len(jobs), 4, p.stdout)
             trace = Trace(out)
             self.assertEqual(trace.nesting_errors, [])
+            if backend == "bpf":
+                # Forked workers are read by the kernel from their first sample: it copies
+                # the parent's set-up at the fork itself. Nothing it read is lost.
+                if method == "fork":
+                    self.assertGreaterEqual(trace.other["kernel_forks_followed"], 4,
+                                            trace.other)
+                self.assertGreater(trace.other["kernel_samples"], 0, trace.other)
+                # A child's first sample can be stamped before perf's record of its fork:
+                # then it is counted lost (seen once in 385 samples).
+                self.assertLessEqual(trace.other["kernel_samples_lost"] +
+                                     trace.other["kernel_events_lost"],
+                                     0.01 * trace.other["samples"], trace.other)
             for name, pid, start, end in jobs:
                 slices = sorted(trace.named(name, pid), key=lambda s: s.start_ns)
                 self.assertTrue(slices, "%s missing from worker %d" % (name, pid))
@@ -57,9 +69,18 @@ class PoolRecording(unittest.TestCase):
                     tolerance += PERF_GUESS_NS
                 for s in slices:
                     self.assertIn("worker", s.ancestors(), s.ancestors())
-                # One slice, or pieces split at a short wait: abutting, within the job.
-                self.assertLess(abs(slices[0].start_ns - start), tolerance,
-                                "%s starts %d ns off" % (name, slices[0].start_ns - start))
+                # One slice, or pieces split at a short wait: abutting, within the job. A
+                # job preempted at its first instruction, before it read its clock, has
+                # that wait inside it in the trace (the kernel read the job's frame at the
+                # switch): it starts where that wait ends.
+                first = slices[0].start_ns
+                lead = [w.end_ns for w in trace.slices if w.pid == pid and w.cat == "off-cpu"
+                        and name in w.ancestors() and abs(w.start_ns - first) < 100000
+                        and w.start_ns < start]
+                if lead:
+                    first = max(lead)
+                self.assertLess(abs(first - start), tolerance,
+                                "%s starts %d ns off" % (name, first - start))
                 self.assertLess(abs(slices[-1].end_ns - end), tolerance,
                                 "%s ends %d ns off" % (name, slices[-1].end_ns - end))
                 for a, b in zip(slices, slices[1:]):
@@ -82,7 +103,7 @@ def make_test(python, method, backend):
     return test
 
 
-# Both backends: with the eBPF switch-out reader every wait is exact and the strict
+# Both backends: with the eBPF reader every wait is exact and the strict
 # tolerance applies; perf alone gets its documented allowance.
 for _backend in ("bpf", "perf"):
     for _label, _python in interpreters():

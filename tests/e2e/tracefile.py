@@ -2,7 +2,10 @@
 import gzip
 import json
 import os
+import shutil
 import subprocess
+import tempfile
+import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("PYTRACE_BUILD", os.path.join(ROOT, "build"))
@@ -90,3 +93,16 @@ def run_tool(args, **kwargs):
     """Runs pytrace-sample; returns the CompletedProcess (text output)."""
     return subprocess.run([TOOL] + args, capture_output=True, text=True, timeout=120,
                           **kwargs)
+
+
+class BpfTestCase(unittest.TestCase):
+    """A test of the eBPF reader: skipped, saying why, without root; self.dir is a fresh
+    temporary folder."""
+
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
