@@ -39,6 +39,14 @@ struct {
 	__uint(max_entries, 8 * 1024 * 1024);
 } events SEC(".maps");
 
+/* Per CPU: the thread whose switch-out was just read whole (its perf sample is not needed). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} switch_read SEC(".maps");
+
 /* Where an event is built before it is copied into the ring at its real length. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -133,11 +141,21 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	e->nframes = 0;
 	e->truncated = 0;
 	e->user_ip = e->user_sp = 0;
+	e->syscall = -1;
 	if (kind == PYTRACE_EV_SAMPLE && pass_samples) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 
 		e->user_ip = BPF_CORE_READ(regs, ip);
 		e->user_sp = BPF_CORE_READ(regs, sp);
+	} else if (kind == PYTRACE_EV_SWITCH) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+		/*
+		 * In a system call, ax holds -ENOSYS until it returns and orig_ax its number;
+		 * an exception's error code also lands in orig_ax, hence the first test.
+		 */
+		if ((__s64)BPF_CORE_READ(regs, ax) == -38)
+			e->syscall = (__s64)BPF_CORE_READ(regs, orig_ax);
 	}
 	frame = read_u64(tstate + cfg->tstate_frame, &err);
 	if (cfg->via_cframe && frame)
@@ -203,9 +221,34 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
+	__u32 tid = BPF_CORE_READ(prev, pid), zero = 0, *read = bpf_map_lookup_elem(&switch_read, &zero);
+
 	/* prev is still the current task here: its user memory is readable. */
-	walk_and_send(PYTRACE_EV_SWITCH, BPF_CORE_READ(prev, tgid), BPF_CORE_READ(prev, pid));
+	if (walk_and_send(PYTRACE_EV_SWITCH, BPF_CORE_READ(prev, tgid), tid))
+		tid = 0;
+	if (read)
+		*read = tid;
 	return 0;
+}
+
+/*
+ * Attached to the context-switch events, which perf samples (with a user stack copy
+ * and the kernel's call chain) at every switch-out, right after the program above ran:
+ * when that read the thread whole, the sample is dropped, unless native or kernel
+ * frames are wanted. At tens of thousands of switches a second, those copies are what
+ * filled perf's buffers.
+ */
+SEC("perf_event")
+int on_switch_sample(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0, *read = bpf_map_lookup_elem(&switch_read, &zero);
+
+	(void)ctx;
+	if (!pass_samples && read && *read && *read == (__u32)bpf_get_current_pid_tgid()) {
+		count(PYTRACE_STAT_SWITCH_SAMPLES_DROPPED);
+		return 0;
+	}
+	return 1;
 }
 
 /*

@@ -57,10 +57,11 @@ struct pytrace_event {
 	__u32 pad;
 	/* The user registers perf records too: what joins a sample to perf's record of it. */
 	__u64 user_ip, user_sp;
+	__s64 syscall; /* switch-outs: the system call it waits in, or -1 */
 	struct pytrace_raw_frame frames[PYTRACE_BPF_MAX_FRAMES];
 };
 
-#define PYTRACE_EVENT_HEADER_SIZE 48
+#define PYTRACE_EVENT_HEADER_SIZE 56
 
 enum pytrace_bpf_stat {
 	PYTRACE_STAT_EVENTS,	     /* events sent */
@@ -70,6 +71,7 @@ enum pytrace_bpf_stat {
 	PYTRACE_STAT_SAMPLES_PASSED, /* samples left to perf and user space (no state known) */
 	PYTRACE_STAT_FORKS_FOLLOWED, /* processes whose walk set-up the kernel copied at fork */
 	PYTRACE_STAT_THREADS_FOUND,  /* thread states the kernel found in the interpreter */
+	PYTRACE_STAT_SWITCH_SAMPLES_DROPPED, /* perf switch samples not needed: read whole */
 	PYTRACE_STAT_COUNT,
 };
 

@@ -150,7 +150,8 @@ static void keep_stack(struct session *s, uint32_t tid, uint64_t time_ns,
 
 /*
  * A wait whose stack could not be captured (unprivileged and too short to be read from
- * outside, or the copy failed): the thread's last on-CPU stack is a fair guess of where
+ * outside, or the copy failed) and whose Python frames are not exact (the kernel reads
+ * them without a stack copy): the thread's last on-CPU stack is a fair guess of where
  * it waits, if that sample came just before (2 periods); otherwise nothing is better.
  */
 static int guess_wait_stack(struct session *s, const struct sampler_rec *r,
@@ -185,7 +186,8 @@ static void observe(struct session *s, const struct sampler_rec *r)
 	}
 	if (r->kind == SREC_SAMPLE)
 		keep_stack(s, r->tid, r->time_ns, s->stack, (uint32_t)n);
-	else if (!r->sample.stack.valid && !r->sample.stack.nkernel)
+	else if (!r->sample.stack.valid && !r->sample.stack.nkernel &&
+		 !(r->sample.npy && r->sample.py_exact))
 		n = guess_wait_stack(s, r, s->stack, MAX_FRAMES - 1);
 	if (r->kind == SREC_OFF_CPU) {
 		s->stack[n].func = symbolizer__wait_marker(s->sym, r, s->stack, (uint32_t)n);

@@ -91,7 +91,7 @@ void bpf_reader__free(struct bpf_reader *b)
 	free(b);
 }
 
-int bpf_reader__attach_sampling(struct bpf_reader *b, int fd)
+int bpf_reader__attach_sampling(struct bpf_reader *b, int fd, bool switches)
 {
 	struct bpf_link *link;
 
@@ -104,7 +104,8 @@ int bpf_reader__attach_sampling(struct bpf_reader *b, int fd)
 		b->links = grown;
 		b->links_capacity = capacity;
 	}
-	link = bpf_program__attach_perf_event(b->skel->progs.on_sample, fd);
+	link = bpf_program__attach_perf_event(
+		switches ? b->skel->progs.on_switch_sample : b->skel->progs.on_sample, fd);
 	if (!link)
 		return -errno;
 	b->links[b->nlinks++] = link;

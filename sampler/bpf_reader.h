@@ -25,8 +25,12 @@ struct bpf_reader;
 struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches);
 void bpf_reader__free(struct bpf_reader *b);
 
-/* Reads Python frames at each sample of the cpu-clock event @fd (and the tasks it is inherited by). */
-int bpf_reader__attach_sampling(struct bpf_reader *b, int fd);
+/*
+ * Reads Python frames at each sample of the cpu-clock event @fd (and of the tasks it is
+ * inherited by); with @switches, @fd is a context-switch event instead, whose samples
+ * are dropped when the switch-out was read whole.
+ */
+int bpf_reader__attach_sampling(struct bpf_reader *b, int fd, bool switches);
 
 /*
  * Starts (or, with @layout NULL, stops) reading the Python frames of process @tgid,

@@ -11,6 +11,7 @@ from pythons import interpreters
 from tracefile import ROOT, TOOL, BpfTestCase, Trace, run_tool
 
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_short_waits.py")
+PINGPONG = os.path.join(ROOT, "tests", "fixtures", "py_pingpong.py")
 
 
 class KernelReader(BpfTestCase):
@@ -35,15 +36,40 @@ class KernelReader(BpfTestCase):
                              (wrong, {k: v for k, v in trace.other.items() if "kernel" in k}))
 
 
+    def check_many_switches(self, python):
+        """Every switch-out of a thread handing a token back and forth is read, and perf's
+        buffers keep up: the kernel drops perf's per-switch stack copy once it read the
+        switch whole (with it, 260 thousand records were lost in one such run)."""
+        out = os.path.join(self.dir, "pingpong.json")
+        p = run_tool(["-q", "--backend", "bpf", "-o", out, "--", python, PINGPONG])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        trace = Trace(out)
+        other = trace.other
+        self.assertEqual(other["lost_records"] + other["lost_samples"] +
+                         other["kernel_events_lost"], 0, other)
+        waits = [s for s in trace.slices if s.cat == "off-cpu" and "futex" in s.name]
+        # Each round blocks one thread or the other at least once.
+        self.assertGreater(len(waits), 10000, other)
+        inside = [w for w in waits if "ping" in w.ancestors() or "pong" in w.ancestors()]
+        self.assertGreater(len(inside), 0.99 * len(waits), other)
+
+
 def make_test(python):
     def test(self):
         self.check_short_waits(python)
     return test
 
 
+def make_switch_test(python):
+    def test(self):
+        self.check_many_switches(python)
+    return test
+
+
 for _label, _python in interpreters():
-    setattr(KernelReader, "test_short_waits_" + _label.replace(".", "_").replace("-", "_"),
-            make_test(_python))
+    _name = _label.replace(".", "_").replace("-", "_")
+    setattr(KernelReader, "test_short_waits_" + _name, make_test(_python))
+    setattr(KernelReader, "test_many_switches_" + _name, make_switch_test(_python))
 
 
 class Unprivileged(unittest.TestCase):
