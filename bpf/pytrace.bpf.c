@@ -182,8 +182,10 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 		count(PYTRACE_STAT_READ_ERRORS);
 		return -1;
 	}
-	if (!e->nframes)
+	if (!e->nframes) {
+		count(PYTRACE_STAT_NO_FRAMES);
 		return -1;
+	}
 	e->truncated = frame != 0;
 	size = PYTRACE_EVENT_HEADER_SIZE + (__u64)e->nframes * sizeof(e->frames[0]);
 	if (size > sizeof(*e))

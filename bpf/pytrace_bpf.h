@@ -72,6 +72,7 @@ enum pytrace_bpf_stat {
 	PYTRACE_STAT_FORKS_FOLLOWED, /* processes whose walk set-up the kernel copied at fork */
 	PYTRACE_STAT_THREADS_FOUND,  /* thread states the kernel found in the interpreter */
 	PYTRACE_STAT_SWITCH_SAMPLES_DROPPED, /* perf switch samples not needed: read whole */
+	PYTRACE_STAT_NO_FRAMES, /* walks of a known thread that ran no Python (start, exit) */
 	PYTRACE_STAT_COUNT,
 };
 

@@ -144,6 +144,7 @@ struct sampler_stats {
 	uint64_t kernel_samples_lost;	/* ... of processes not yet known to run CPython */
 	uint64_t kernel_events_lost;	/* the kernel-side reader's ring was full */
 	uint64_t kernel_read_errors;	/* its walks cut short by unreadable memory */
+	uint64_t kernel_empty_walks;	/* ... that found no Python frame (start-up, shutdown) */
 	uint64_t kernel_threads_found;	/* thread states it found in an interpreter itself */
 	uint64_t kernel_forks_followed; /* processes it followed into at fork */
 	uint64_t python_walk_errors;	/* reads that failed (a thread state or frame moved) */
