@@ -258,6 +258,19 @@ static void py_fifo_clear(struct py_fifo *f)
 	memset(f, 0, sizeof(*f));
 }
 
+/*
+ * A runtime found in a new mapping whose description could not be read yet: 3.13+
+ * describe themselves in _PyRuntime, which the loader may not have mapped in place when
+ * the executable segment's record is followed. Tried again at the process's samples.
+ */
+struct unread_runtime {
+	uint64_t runtime;
+	unsigned minor;
+	uint32_t tries;
+};
+
+#define UNREAD_RUNTIME_TRIES 100
+
 /* A switch-out drained without its switch-in: the thread may still be waiting. */
 struct pending_out {
 	uint32_t pid;
@@ -290,18 +303,19 @@ struct sampler {
 	struct perf_event_attr clock_attr, switch_attr;
 	bool use_switch_event;
 	struct queue queue;
-	struct hashmap *tasks;	      /* tid -> struct task_state */
-	struct hashmap *procs;	      /* pid -> struct proc_state */
-	struct hashmap *cmdlines;     /* pid << 1 | is_exec -> command line read at drain time */
-	struct hashmap *pending_outs; /* tid -> struct pending_out, during one drain */
-	struct hashmap *captures;     /* tid -> struct outside_capture */
-	struct hashmap *pythons;      /* pid -> struct cpython_process */
-	struct bpf_reader *bpf;	      /* Python frames read by the kernel at switch-outs */
-	bool kernel_samples;	      /* ... and at samples: it is attached to the clock events */
-	size_t nfds_sampled;	      /* clock events it was attached to (or tried) */
-	uint64_t clock_id;	      /* a cpu-clock event's id, for the samples it reads */
-	struct hashmap *bpf_synced;   /* pid -> thread list generation + 1 mirrored there */
-	pthread_t drainer;	      /* drains, follows and walks every ~1 ms */
+	struct hashmap *tasks;		 /* tid -> struct task_state */
+	struct hashmap *procs;		 /* pid -> struct proc_state */
+	struct hashmap *cmdlines;	 /* pid << 1 | is_exec -> command line read at drain time */
+	struct hashmap *pending_outs;	 /* tid -> struct pending_out, during one drain */
+	struct hashmap *captures;	 /* tid -> struct outside_capture */
+	struct hashmap *pythons;	 /* pid -> struct cpython_process */
+	struct hashmap *unread_runtimes; /* pid -> struct unread_runtime: found, not yet readable */
+	struct bpf_reader *bpf;		 /* Python frames read by the kernel at switch-outs */
+	bool kernel_samples;	    /* ... and at samples: it is attached to the clock events */
+	size_t nfds_sampled;	    /* clock events it was attached to (or tried) */
+	uint64_t clock_id;	    /* a cpu-clock event's id, for the samples it reads */
+	struct hashmap *bpf_synced; /* pid -> thread list generation + 1 mirrored there */
+	pthread_t drainer;	    /* drains, follows and walks every ~1 ms */
 	bool drainer_running;
 	volatile bool drainer_stop;
 	pthread_mutex_t lock; /* everything here, between the drainer and sampler__next() */
@@ -927,6 +941,36 @@ static void sync_threads(struct sampler *s, uint32_t pid, struct cpython_process
 	hashmap__set(s->bpf_synced, pid, (void *)(uintptr_t)(proc->threads_generation + 1));
 }
 
+static void remember_unread(struct sampler *s, uint32_t pid, uint64_t runtime, unsigned minor)
+{
+	struct unread_runtime *u = calloc(1, sizeof(*u));
+
+	if (!u)
+		return;
+	u->runtime = runtime;
+	u->minor = minor;
+	if (hashmap__set(s->unread_runtimes, pid, u))
+		free(u);
+}
+
+static void retry_unread(struct sampler *s, uint32_t pid, uint64_t time)
+{
+	struct unread_runtime *u = hashmap__get(s->unread_runtimes, pid);
+	struct cpython_process *proc;
+
+	if (!u)
+		return;
+	proc = cpython_process__new((pid_t)pid, u->runtime, u->minor);
+	if (proc) {
+		set_python(s, pid, proc, time);
+		free(hashmap__remove(s->unread_runtimes, pid));
+	} else if (++u->tries == UNREAD_RUNTIME_TRIES) {
+		pr_info("process %u: CPython %u.%u found but its runtime is unreadable", pid, 3U,
+			u->minor);
+		free(hashmap__remove(s->unread_runtimes, pid));
+	}
+}
+
 /*
  * Follows which processes run CPython as records are drained: a libpython or python
  * mapping makes one (replacing any), fork copies it, exec drops it. Samples of such processes get
@@ -951,9 +995,15 @@ static void track_python(struct sampler *s, struct qrec *q)
 		q->data[q->size - 33] = '\0';
 		memcpy(&start, p + 8, 8);
 		memcpy(&pgoff, p + 24, 8);
-		if (!cpython_locate(path, start, pgoff, &runtime, &minor))
-			set_python(s, ids[0], cpython_process__new((pid_t)ids[0], runtime, minor),
-				   q->time);
+		if (!cpython_locate(path, start, pgoff, &runtime, &minor)) {
+			struct cpython_process *proc =
+				cpython_process__new((pid_t)ids[0], runtime, minor);
+
+			set_python(s, ids[0], proc, q->time);
+			free(hashmap__remove(s->unread_runtimes, ids[0]));
+			if (!proc)
+				remember_unread(s, ids[0], runtime, minor);
+		}
 	} else if (hdr->type == PERF_RECORD_FORK) {
 		uint32_t ppid;
 		struct cpython_process *parent;
@@ -990,6 +1040,7 @@ static void track_python(struct sampler *s, struct qrec *q)
 		if (known && known->since_ns > q->time)
 			return;
 		set_python(s, ids[0], NULL, 0);
+		free(hashmap__remove(s->unread_runtimes, ids[0]));
 		/* The thread that exec'd (now the only one) had a state in the old image. */
 		if (s->bpf) {
 			bpf_reader__forget_thread(s->bpf, ids[0]);
@@ -1038,6 +1089,7 @@ static void track_python(struct sampler *s, struct qrec *q)
 		/* Samples carry pid, tid after the identifier. */
 		memcpy(&id, p, 8);
 		memcpy(ids, p + 8, 8);
+		retry_unread(s, ids[0], q->time);
 		if (!hashmap__get(s->pythons, ids[0]) ||
 		    (enum event_role)(uintptr_t)hashmap__get(s->roles, id) != ROLE_CLOCK)
 			return;
@@ -1689,8 +1741,10 @@ static const struct sampler_rec *on_exit_record(struct sampler *s, const struct 
 	memcpy(&tr, q->data, sizeof(tr));
 	task_free(hashmap__remove(s->tasks, tr.tid));
 	last = proc_remove_task(s, tr.pid);
-	if (last)
+	if (last) {
 		set_python(s, tr.pid, NULL, 0);
+		free(hashmap__remove(s->unread_runtimes, tr.pid));
+	}
 	out_rec(s, SREC_EXIT, tr.pid, tr.tid, q->cpu, q->time)->exit.last_in_process = last;
 	return &s->rec;
 }
@@ -2104,6 +2158,7 @@ void sampler__free(struct sampler *s)
 	hashmap__free_all(s->pending_outs, free);
 	hashmap__free_all(s->captures, free_captures_value);
 	hashmap__free_all(s->pythons, put_python_value);
+	hashmap__free_all(s->unread_runtimes, free);
 	bpf_reader__free(s->bpf);
 	hashmap__free(s->bpf_synced);
 	free(s->py_scratch);
@@ -2160,9 +2215,10 @@ static struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->pending_outs = hashmap__new();
 	s->captures = hashmap__new();
 	s->pythons = hashmap__new();
+	s->unread_runtimes = hashmap__new();
 	s->py_scratch = calloc(CPYTHON_MAX_FRAMES, sizeof(*s->py_scratch));
 	if (!s->roles || !s->tasks || !s->procs || !s->cmdlines || !s->pending_outs ||
-	    !s->captures || !s->pythons || !s->py_scratch) {
+	    !s->captures || !s->pythons || !s->unread_runtimes || !s->py_scratch) {
 		sampler__free(s);
 		errno = ENOMEM;
 		return NULL;
