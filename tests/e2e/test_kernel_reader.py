@@ -45,13 +45,27 @@ class KernelReader(BpfTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         trace = Trace(out)
         other = trace.other
-        self.assertEqual(other["lost_records"] + other["lost_samples"] +
-                         other["kernel_events_lost"], 0, other)
         waits = [s for s in trace.slices if s.cat == "off-cpu" and "futex" in s.name]
         # Each round blocks one thread or the other at least once.
         self.assertGreater(len(waits), 10000, other)
-        inside = [w for w in waits if "ping" in w.ancestors() or "pong" in w.ancestors()]
-        self.assertGreater(len(inside), 0.99 * len(waits), other)
+        # Alone, nothing is lost; in a full suite on a busy 2-core machine the tool under
+        # ASan once lost 460 records when its drainer got too little CPU. With perf's
+        # per-switch stack copy kept, ~250 thousand were lost: the bound tells them apart.
+        lost = other["lost_records"] + other["lost_samples"] + other["kernel_events_lost"]
+        self.assertLessEqual(lost, 0.01 * len(waits),
+                             "the tool lost %d records for %d waits: %r" % (lost, len(waits),
+                                                                            other))
+        # The worker threads' waits are under ping or pong, but for their start and end
+        # and the switches the tool itself counts as unread or lost (once 0.85 % in a
+        # full suite). The main thread only starts and joins them.
+        workers = [w for w in waits if w.tid != w.pid]
+        outside = [w for w in workers
+                   if "ping" not in w.ancestors() and "pong" not in w.ancestors()]
+        unread = other["kernel_switch_misses"] + other["kernel_read_errors"] + lost
+        self.assertLessEqual(len(outside), 0.01 * len(workers) + unread,
+                             ("%d of %d waits without ping or pong" % (len(outside),
+                                                                       len(workers)),
+                              outside[:10], other))
 
 
 def make_test(python):

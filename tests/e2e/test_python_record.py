@@ -79,9 +79,11 @@ class PoolRecording(unittest.TestCase):
                         and w.start_ns < start]
                 if lead:
                     first = max(lead)
-                self.assertLess(abs(first - start), tolerance,
+                # Less any time the trace shows the worker preempted between the job's
+                # clock reading and the slice's edge (a busy machine, not the tool).
+                self.assertLess(trace.edge_error(pid, first, start), tolerance,
                                 "%s starts %d ns off" % (name, first - start))
-                self.assertLess(abs(slices[-1].end_ns - end), tolerance,
+                self.assertLess(trace.edge_error(pid, slices[-1].end_ns, end), tolerance,
                                 "%s ends %d ns off" % (name, slices[-1].end_ns - end))
                 for a, b in zip(slices, slices[1:]):
                     self.assertLess(b.start_ns - a.end_ns, tolerance,

@@ -84,6 +84,27 @@ class Trace:
     def pids_with(self, name):
         return {s.pid for s in self.slices if s.name == name}
 
+    def preempted(self, tid, t0, t1):
+        """ns the trace shows thread @tid runnable but off the CPU between t0 and t1 (ns,
+        CLOCK_MONOTONIC): time in which a fixture's clock reading and the work it timed
+        can drift apart on a busy machine, through no fault of the tool."""
+        if t1 <= t0:
+            return 0
+        return sum(max(0, min(s.end_ns, t1) - max(s.start_ns, t0)) for s in self.slices
+                   if s.tid == tid and s.cat == "off-cpu" and s.name.startswith("preempted"))
+
+    def edge_error(self, tid, edge, clock):
+        """How far a slice's edge is from the fixture's clock reading, less the time the
+        trace shows the thread preempted between the two (the machine's doing)."""
+        lo, hi = min(edge, clock), max(edge, clock)
+        return max(0, hi - lo - self.preempted(tid, lo, hi))
+
+    def losses(self):
+        """What the tool itself says it could not record (a machine too busy to drain)."""
+        return {k: v for k, v in self.other.items()
+                if k in ("lost_records", "lost_samples", "throttled", "kernel_samples_lost",
+                         "kernel_events_lost") and v}
+
     def instant(self, name, pid=None):
         return [e for e in self.instants if e["name"] == name and
                 (pid is None or e["pid"] == pid)]
