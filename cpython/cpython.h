@@ -39,7 +39,15 @@ struct cpython_layout {
 	bool frame_via_cframe; /* 3.11, 3.12: tstate->cframe->current_frame */
 	uint64_t cframe_current_frame;
 	uint64_t frame_previous, frame_code, frame_instr, frame_owner; /* owner: 3.11+ */
-	uint64_t frame_is_entry;      /* 3.11 only: the is_entry flag */
+	uint64_t frame_is_entry; /* 3.11 only: the is_entry flag */
+	/*
+	 * Before 3.11 a frame is an object that is freed (or parked for reuse) when its call
+	 * returns, so a chain read while the thread runs can lead into dead frames: 3.8 and
+	 * 3.9 mark a running frame with f_executing == 1, 3.10 with f_state EXECUTING (0)
+	 * or UNWINDING (2). 0: no such field (3.11+ frames live on the thread's own stack).
+	 */
+	uint64_t frame_live;
+	enum cpython_live { CPYTHON_LIVE_NONE, CPYTHON_LIVE_EXECUTING, CPYTHON_LIVE_STATE } live;
 	uint64_t frame_size;	      /* bytes to read per frame */
 	bool code_tagged;	      /* 3.14: f_executable is a tagged stack reference */
 	unsigned owner_first_skipped; /* owners >= this are C-stack/interpreter shims */
@@ -163,10 +171,16 @@ struct cpython_frame {
 	bool entry;	      /* the first frame run by its C-level eval call */
 };
 
+/* Reads of a running thread's chain before giving up with -EAGAIN (see cpython_walk). */
+#define CPYTHON_WALK_TRIES 4
+
 /*
  * Walks the frames of thread @tid, innermost first, into @frames (at most @max): the
  * frame chain only, so it is quick. Returns the count (0: not a Python thread, or no
- * frames), or -errno. @mem reads the target (NULL: the process itself).
+ * frames), or -errno. @mem reads the target (NULL: the process itself). Before 3.11 a
+ * chain read while the thread runs can lead into frames it has returned from: such a
+ * walk is read again, up to CPYTHON_WALK_TRIES times, then fails with -EAGAIN rather
+ * than return a stack that is not whole.
  */
 int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
 		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max);

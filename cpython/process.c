@@ -451,39 +451,50 @@ void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem
 		cache_code(p, mem ? mem : &own, frames[i].code, frames[i].fingerprint);
 }
 
-int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
-		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max)
+/* Whether the frame whose raw bytes are @buf is running (see cpython_layout.frame_live). */
+static bool frame_is_live(const struct cpython_layout *l, const uint8_t *buf)
 {
-	const struct cpython_layout *l = &p->layout;
-	struct cpython_mem own = { cpython_read_process, &p->pid };
-	uint64_t tstate, frame, seen[8] = { 0 };
-	uint8_t buf[4096];
-	uint32_t n = 0, steps;
+	int8_t state;
 
-	if (!mem)
-		mem = &own;
-	tstate = find_tstate(p, tid);
-	if (!tstate && (!p->threads_read_ns || now_ns - p->threads_read_ns > THREAD_REFRESH_NS)) {
-		p->threads_read_ns = now_ns;
-		if (read_threads(p, mem))
-			return -EFAULT;
-		tstate = find_tstate(p, tid);
+	switch (l->live) {
+	case CPYTHON_LIVE_EXECUTING:
+		return buf[l->frame_live] == 1;
+	case CPYTHON_LIVE_STATE:
+		memcpy(&state, buf + l->frame_live, 1);
+		return state == 0 || state == 2;
+	default:
+		return true;
 	}
-	if (!tstate)
-		return 0;
-	frame = first_frame(l, mem, tstate);
+}
+
+/*
+ * One walk from @frame. Returns the frames read, or -EAGAIN when the chain led into a
+ * frame that is no longer running (the thread returned from it while we read: what we
+ * hold is then a mix of its stack at two moments).
+ */
+static int walk_chain(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t frame,
+		      struct cpython_frame *frames, uint32_t max)
+{
+	uint64_t mark = 0;
+	uint32_t n = 0, steps, power = 1, since_mark = 0;
+	uint8_t buf[4096];
+
 	for (steps = 0; frame && n < max && steps < CPYTHON_MAX_FRAMES * 2; steps++) {
 		uint64_t code, previous, names[2];
 		uint8_t owner = 0;
 
-		/* A short cycle shows up as a repeat among the last few frames. */
-		for (size_t i = 0; i < 8; i++) {
-			if (seen[i] == frame)
-				return (int)n;
+		/* Brent's cycle check: any cycle, however long, comes back to the mark. */
+		if (frame == mark)
+			return (int)n;
+		if (++since_mark == power) {
+			mark = frame;
+			power *= 2;
+			since_mark = 0;
 		}
-		seen[steps % 8] = frame;
 		if (mem->read(mem->ctx, frame, buf, l->frame_size))
 			return n ? (int)n : -EFAULT;
+		if (!frame_is_live(l, buf))
+			return -EAGAIN;
 		memcpy(&code, buf + l->frame_code, 8);
 		memcpy(&previous, buf + l->frame_previous, 8);
 		if (l->code_tagged)
@@ -511,4 +522,29 @@ int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint3
 	if (n)
 		frames[n - 1].entry = true;
 	return (int)n;
+}
+
+int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
+		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max)
+{
+	const struct cpython_layout *l = &p->layout;
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	uint64_t tstate;
+	int n = -EAGAIN, tries;
+
+	if (!mem)
+		mem = &own;
+	tstate = find_tstate(p, tid);
+	if (!tstate && (!p->threads_read_ns || now_ns - p->threads_read_ns > THREAD_REFRESH_NS)) {
+		p->threads_read_ns = now_ns;
+		if (read_threads(p, mem))
+			return -EFAULT;
+		tstate = find_tstate(p, tid);
+	}
+	if (!tstate)
+		return 0;
+	/* A running thread can return from frames while we read them: read again. */
+	for (tries = 0; tries < CPYTHON_WALK_TRIES && n == -EAGAIN; tries++)
+		n = walk_chain(l, mem, first_frame(l, mem, tstate), frames, max);
+	return n;
 }

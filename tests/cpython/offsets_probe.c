@@ -65,6 +65,11 @@ int main(void)
 	P("frame.back", offsetof(PyFrameObject, f_back));
 	P("frame.code", offsetof(PyFrameObject, f_code));
 	P("frame.lasti", offsetof(PyFrameObject, f_lasti));
+#if PY_VERSION_HEX >= 0x030A0000
+	P("frame.live", offsetof(PyFrameObject, f_state));
+#else
+	P("frame.live", offsetof(PyFrameObject, f_executing));
+#endif
 	P("frame.localsplus", offsetof(PyFrameObject, f_localsplus));
 	P("code.code", offsetof(PyCodeObject, co_code));
 	P("code.varnames", offsetof(PyCodeObject, co_varnames));

@@ -381,6 +381,131 @@ static void test_cpython__synthetic_314(void **state)
 	cpython_process__put(p);
 }
 
+/* ---- a synthetic 3.9 process: frames are objects that die when their call returns ---- */
+
+#define PTHREAD (IMAGE_BASE + 0x8000)
+#define PID39 77
+
+/* A thread whose chain is @n frames from FRAMES, 0x100 apart, all running. */
+static void build_39(struct image *im, const struct cpython_layout *l, int n)
+{
+	int i;
+
+	memset(im->bytes, 0, sizeof(im->bytes));
+	put_u64(im, RUNTIME + l->runtime_interpreters_head, INTERP);
+	put_u64(im, INTERP + l->interp_threads_head, TSTATE);
+	put_u64(im, TSTATE + l->tstate_interp, INTERP);
+	put_u64(im, TSTATE + l->tstate_thread_id, PTHREAD); /* pthread_t */
+	put_u32(im, PTHREAD + 0x2d0, PID39);		    /* glibc's tid in struct pthread */
+	put_u64(im, TSTATE + l->tstate_frame, FRAMES);
+	for (i = 0; i < n; i++) {
+		uint64_t frame = FRAMES + (uint64_t)i * 0x100;
+		uint64_t code = CODES + (uint64_t)(i % 3) * 0x400;
+		uint8_t running = 1;
+
+		put_u64(im, frame + l->frame_code, code);
+		put_u64(im, frame + l->frame_previous, i + 1 < n ? frame + 0x100 : 0);
+		put(im, frame + l->frame_live, &running, 1);
+		put_u64(im, code + l->code_filename, STRINGS);
+		put_u64(im, code + l->code_name, STRINGS + 0x100);
+	}
+}
+
+struct counting_image {
+	struct image *im;
+	unsigned reads;
+};
+
+static int counting_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct counting_image *c = ctx;
+
+	c->reads++;
+	return image_read(c->im, addr, buf, len);
+}
+
+/*
+ * A chain read while the thread runs can reach a frame it has returned from (freed, or
+ * parked for reuse with a stale f_back): the walk is read again and, if it stays so,
+ * fails rather than show a stack cut short as whole (issue 14, D14).
+ */
+static void test_cpython__dead_frame_39(void **state)
+{
+	static struct image image;
+	const struct cpython_layout *l = cpython_builtin_layout(9);
+	struct counting_image counting = { &image, 0 };
+	struct cpython_mem mem = { counting_read, &counting };
+	struct cpython_frame frames[16];
+	struct cpython_process *p;
+	uint8_t dead = 0;
+
+	(void)state;
+	assert_non_null(l);
+	assert_int_equal(l->live, CPYTHON_LIVE_EXECUTING);
+	build_39(&image, l, 5);
+	p = cpython_process__new_mem(PID39, RUNTIME, 9, &mem);
+	assert_non_null(p);
+	assert_int_equal(cpython_walk(p, &mem, PID39, 1, frames, 16), 5);
+	/* The third frame returned meanwhile: its f_back now leads nowhere. */
+	put(&image, FRAMES + 0x200 + l->frame_live, &dead, 1);
+	put_u64(&image, FRAMES + 0x200 + l->frame_previous, 0);
+	counting.reads = 0;
+	assert_int_equal(cpython_walk(p, &mem, PID39, 2, frames, 16), -EAGAIN);
+	/* Read again before giving up: each try reads the leaf's pointer and three frames. */
+	assert_true(counting.reads >= CPYTHON_WALK_TRIES * 3);
+	cpython_process__put(p);
+}
+
+/* 3.10 marks a running frame with f_state EXECUTING (0) or UNWINDING (2). */
+static void test_cpython__dead_frame_310(void **state)
+{
+	static struct image image;
+	const struct cpython_layout *l = cpython_builtin_layout(10);
+	struct cpython_mem mem = { image_read, &image };
+	struct cpython_frame frames[16];
+	struct cpython_process *p;
+	static const struct {
+		int8_t state;
+		int want;
+	} cases[] = { { 0, 4 }, { 2, 4 }, { 1, -EAGAIN }, { 4, -EAGAIN }, { -2, -EAGAIN } };
+	size_t i;
+
+	(void)state;
+	assert_non_null(l);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		build_39(&image, l, 4);
+		/* build_39 marks frames running with 1, 3.8/3.9's flag: 3.10 needs its state. */
+		for (int f = 0; f < 4; f++)
+			put(&image, FRAMES + (uint64_t)f * 0x100 + l->frame_live,
+			    f == 1 ? &cases[i].state : &(int8_t){ 0 }, 1);
+		p = cpython_process__new_mem(PID39, RUNTIME, 10, &mem);
+		assert_non_null(p);
+		assert_int_equal(cpython_walk(p, &mem, PID39, 1, frames, 16), cases[i].want);
+		cpython_process__put(p);
+	}
+}
+
+/* A cycle longer than any fixed window of remembered frames still ends the walk. */
+static void test_cpython__long_cycle_ends(void **state)
+{
+	static struct image image;
+	const struct cpython_layout *l = cpython_builtin_layout(9);
+	struct cpython_mem mem = { image_read, &image };
+	struct cpython_frame frames[CPYTHON_MAX_FRAMES];
+	struct cpython_process *p;
+	int n;
+
+	(void)state;
+	build_39(&image, l, 20);
+	put_u64(&image, FRAMES + 19 * 0x100 + l->frame_previous, FRAMES + 3 * 0x100);
+	p = cpython_process__new_mem(PID39, RUNTIME, 9, &mem);
+	assert_non_null(p);
+	n = cpython_walk(p, &mem, PID39, 1, frames, CPYTHON_MAX_FRAMES);
+	/* Each frame at most about twice (Brent's check finds the cycle within a lap). */
+	assert_true(n >= 20 && n <= 3 * 20);
+	cpython_process__put(p);
+}
+
 /*
  * Code objects are read after the frames naming them: one freed in between keeps its
  * fields, fingerprint included, but not its head. It must not be named from them.
@@ -543,6 +668,9 @@ int main(void)
 		cmocka_unit_test(test_cpython__decode_debug_offsets),
 		cmocka_unit_test(test_cpython__synthetic_314),
 		cmocka_unit_test(test_cpython__freed_code_unread),
+		cmocka_unit_test(test_cpython__dead_frame_39),
+		cmocka_unit_test(test_cpython__dead_frame_310),
+		cmocka_unit_test(test_cpython__long_cycle_ends),
 		cmocka_unit_test(test_cpython__line_tables_garbage),
 		cmocka_unit_test(test_cpython__memory_garbage),
 	};
