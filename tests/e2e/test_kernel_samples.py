@@ -26,16 +26,24 @@ class KernelSamples(BpfTestCase):
         trace = Trace(out)
         self.assertEqual(trace.nesting_errors, [])
         other = trace.other
-        # Nearly every sample read by the kernel (the first ones, before the runtime is
-        # found, are read from outside), hardly any lost (one in 6456 was, once).
-        self.assertGreater(other["kernel_samples"], 0.8 * other["samples"], other)
+        # Most samples read by the kernel (the first ones, before the runtime is found,
+        # are read from outside: 13 % of them with the tool under ASan on a busy machine),
+        # hardly any lost (one in 6456 was, once).
+        self.assertGreater(other["kernel_samples"], 0.5 * other["samples"], other)
         self.assertLessEqual(other["kernel_samples_lost"] + other["kernel_events_lost"],
                              0.001 * other["samples"], other)
         errors, missing = [], []
         # The first calls may come before the drainer (every 20 ms while no process is
         # known to run Python) has told the kernel about the runtime: then their samples
-        # are read from outside, late (on 3.8 in CI, the first 4 calls). From the 11th on.
-        for name, tid, start, end in spans[10:]:
+        # are read from outside, late (on 3.8 in CI, the first 4 calls; with the tool
+        # under ASan on a busy machine, 15). The tool counts the samples it read from
+        # outside: calls within that many sampling periods of the first are not judged,
+        # nor the first 10.
+        outside = other["samples"] - other["kernel_samples"]
+        ready_ns = int(spans[0][2]) + outside * PERIOD_NS
+        judged = [s for i, s in enumerate(spans) if i >= 10 and int(s[2]) >= ready_ns]
+        self.assertGreater(len(judged), 200, (outside, other))
+        for name, tid, start, end in judged:
             tid, start, end = int(tid), int(start), int(end)
             found = [s for s in trace.named(name) if s.end_ns > start and s.start_ns < end]
             if not found:
