@@ -1,0 +1,51 @@
+"""The examples the README's first run records: each must run under the tool and show
+its own work in the trace (what a newcomer is told to look for)."""
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+from tracefile import ROOT, Trace, run_tool
+
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+class Examples(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def record(self, script):
+        out = os.path.join(self.dir, script + ".json")
+        p = run_tool(["-q", "-o", out, "--", sys.executable,
+                      os.path.join(EXAMPLES, script)])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        trace = Trace(out)
+        self.assertEqual(trace.nesting_errors, [])
+        return trace
+
+    def test_pool_jobs(self):
+        trace = self.record("pool_jobs.py")
+        jobs = trace.named("proc")
+        # Four workers; every job under the pool's worker loop, with its sleeps inside.
+        self.assertEqual(len({s.pid for s in jobs}), 4, jobs)
+        for s in jobs:
+            self.assertIn("worker", s.ancestors())
+        self.assertTrue([w for w in trace.slices if w.cat == "off-cpu" and
+                         "proc" in w.ancestors()])
+
+    def test_gil_threads(self):
+        trace = self.record("gil_threads.py")
+        crunch = trace.named("crunch")
+        self.assertEqual(len({s.tid for s in crunch}), 2, crunch)
+
+    def test_spawn_pool(self):
+        trace = self.record("spawn_pool.py")
+        self.assertGreaterEqual(len(trace.pids_with("score")), 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
