@@ -177,10 +177,11 @@ struct cpython_frame {
 /*
  * Walks the frames of thread @tid, innermost first, into @frames (at most @max): the
  * frame chain only, so it is quick. Returns the count (0: not a Python thread, or no
- * frames), or -errno. @mem reads the target (NULL: the process itself). Before 3.11 a
- * chain read while the thread runs can lead into frames it has returned from: such a
- * walk is read again, up to CPYTHON_WALK_TRIES times, then fails with -EAGAIN rather
- * than return a stack that is not whole.
+ * frames), or -errno. @mem reads the target (NULL: the process itself). A chain read
+ * while the thread runs can lead into frames it has returned from (before 3.11, where
+ * they are freed) or into memory that can't be read: such a walk is read again, up to
+ * CPYTHON_WALK_TRIES times, then fails (-EAGAIN, -EFAULT) rather than return a stack
+ * that is not whole.
  */
 int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
 		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max);

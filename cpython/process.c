@@ -468,9 +468,11 @@ static bool frame_is_live(const struct cpython_layout *l, const uint8_t *buf)
 }
 
 /*
- * One walk from @frame. Returns the frames read, or -EAGAIN when the chain led into a
- * frame that is no longer running (the thread returned from it while we read: what we
- * hold is then a mix of its stack at two moments).
+ * One walk from @frame. Returns the frames read, -EAGAIN when the chain led into a frame
+ * that is no longer running (the thread returned from it while we read: what we hold is
+ * then a mix of its stack at two moments), or -EFAULT when a frame or its code could not
+ * be read: either way the stack would be cut short, and a cut stack is never returned
+ * as whole.
  */
 static int walk_chain(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t frame,
 		      struct cpython_frame *frames, uint32_t max)
@@ -492,7 +494,7 @@ static int walk_chain(const struct cpython_layout *l, const struct cpython_mem *
 			since_mark = 0;
 		}
 		if (mem->read(mem->ctx, frame, buf, l->frame_size))
-			return n ? (int)n : -EFAULT;
+			return -EFAULT;
 		if (!frame_is_live(l, buf))
 			return -EAGAIN;
 		memcpy(&code, buf + l->frame_code, 8);
@@ -510,7 +512,7 @@ static int walk_chain(const struct cpython_layout *l, const struct cpython_mem *
 		}
 		if (!code || read_u64(mem, code + l->code_filename, &names[0]) ||
 		    read_u64(mem, code + l->code_name, &names[1]))
-			return n ? (int)n : -EFAULT;
+			return -EFAULT;
 		frames[n].code = code;
 		frames[n].fingerprint = names[0] ^ (names[1] << 1);
 		frames[n].lasti = frame_lasti(l, buf, code);
@@ -544,7 +546,7 @@ int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint3
 	if (!tstate)
 		return 0;
 	/* A running thread can return from frames while we read them: read again. */
-	for (tries = 0; tries < CPYTHON_WALK_TRIES && n == -EAGAIN; tries++)
+	for (tries = 0; tries < CPYTHON_WALK_TRIES && n < 0; tries++)
 		n = walk_chain(l, mem, first_frame(l, mem, tstate), frames, max);
 	return n;
 }

@@ -453,6 +453,10 @@ static void test_cpython__dead_frame_39(void **state)
 	assert_int_equal(cpython_walk(p, &mem, PID39, 2, frames, 16), -EAGAIN);
 	/* Read again before giving up: each try reads the leaf's pointer and three frames. */
 	assert_true(counting.reads >= CPYTHON_WALK_TRIES * 3);
+	/* A chain that leads into memory that can't be read is not whole either. */
+	build_39(&image, l, 5);
+	put_u64(&image, FRAMES + 0x200 + l->frame_previous, 0x7f0000000000ULL);
+	assert_int_equal(cpython_walk(p, &mem, PID39, 3, frames, 16), -EFAULT);
 	cpython_process__put(p);
 }
 

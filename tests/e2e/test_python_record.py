@@ -86,7 +86,11 @@ class PoolRecording(unittest.TestCase):
                 self.assertLess(trace.edge_error(pid, slices[-1].end_ns, end), tolerance,
                                 "%s ends %d ns off" % (name, slices[-1].end_ns - end))
                 for a, b in zip(slices, slices[1:]):
-                    self.assertLess(b.start_ns - a.end_ns, tolerance,
+                    # A preemption the trace shows without the job's frames (the README's
+                    # known gap, seen with eBPF once under a CPU hog: 4.8 ms) is the
+                    # machine's time, not a hole in what the tool saw.
+                    hole = b.start_ns - a.end_ns - trace.preempted(pid, a.end_ns, b.start_ns)
+                    self.assertLess(hole, tolerance,
                                     "%s has a hole of %d ns" % (name, b.start_ns - a.end_ns))
                 self.assertLessEqual(len(slices), 3, slices)
                 # Its two sleeps are exact waits inside it.
