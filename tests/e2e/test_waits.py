@@ -34,6 +34,17 @@ def waits_of(stdout):
     return out
 
 
+def cpu_of(stdout):
+    """{tid: (CPU ns, times blocked)} of the computing threads' timed spans, as they
+    measured them."""
+    out = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "cpu":
+            out[int(parts[1])] = (int(parts[2]), int(parts[3]))
+    return out
+
+
 def python_ancestors(s):
     out = []
     while s.parent:
@@ -61,13 +72,29 @@ class Waits(unittest.TestCase):
             sleep, = timed["sleep"]
             # time.sleep is clock_nanosleep from 3.11, select before.
             self.check_blocked(trace, backend, sleep, "sleeping", ("sleep", "poll"))
+            cpu = cpu_of(p.stdout)
             for tid, t0, t1 in timed["gil"]:
                 waits = self.waits_in(trace, tid, t0, t1)
                 # Two threads, one GIL: each was off the CPU a good part of the time, some
-                # of it waiting for the GIL (on a busy machine, more of it preempted).
-                self.assertGreater(sum(w.dur * 1000 for w in waits), 0.2 * (t1 - t0), waits)
-                self.assertGreater(sum(w.dur * 1000 for w in waits if "futex" in w.name), MS,
-                                   waits)
+                # of it waiting for the GIL (on a busy machine, more of it preempted and
+                # less waiting for the GIL: 0.5 ms of 60 once, under a CPU hog).
+                off = sum(w.dur * 1000 for w in waits)
+                self.assertGreater(off, 0.2 * (t1 - t0), waits)
+                cpu_ns, blocked = cpu[tid]
+                # Off the CPU exactly as long as the thread itself says it was not on it
+                # (its own CPU clock): the kernel's switch times, whatever the load. The
+                # 2 us clipping at each end, and the trace's whole microseconds, aside.
+                self.assertLess(abs(off - ((t1 - t0) - cpu_ns)), 0.5 * MS + 0.02 * (t1 - t0),
+                                (off, t1 - t0, cpu_ns, waits))
+                # Its GIL waits: "lock wait (futex)", or with perf alone "blocked" when too
+                # short to be read from outside. (The kernel's count of the times it
+                # blocked is not matched one for one: a wait woken before the switch out
+                # completed is counted voluntary by the kernel but is "preempted" in
+                # perf's switch record, and in the trace.)
+                for w in waits:
+                    self.assertTrue(w.name.startswith("preempted") or "futex" in w.name or
+                                    (backend == "perf" and w.name == "blocked"),
+                                    (w, blocked))
                 self.check_frames(waits, backend, ["spin", "contending"])
         finally:
             shutil.rmtree(d)
@@ -82,10 +109,21 @@ class Waits(unittest.TestCase):
             # is known: then only native frames show).
             self.assertTrue(not names or truth[-len(names):] == names, (w, w.ancestors()))
             if backend == "bpf" and w.dur >= EXACT_US:
-                self.assertEqual(names, truth, (w, w.ancestors()))
-        # Even so, most of the time waited carries the whole stack.
-        whole = [w for w in waits if inner[-1] in w.ancestors()]
-        self.assertGreater(sum(w.dur for w in whole), 0.5 * sum(w.dur for w in waits), waits)
+                # Exact; a GIL wait at the edge of the timed span can come between the
+                # innermost call's return and the clock reading: then without it.
+                self.assertIn(names, [truth, truth[1:]] if len(inner) > 1 else [truth],
+                              (w, w.ancestors()))
+        # Even so, most of the time waited (for the lock, the GIL, the sleep: not for a
+        # CPU, which on a busy machine can be most of it) carries the whole stack.
+        waited = [w for w in waits if not w.name.startswith("preempted")]
+        whole = [w for w in waited if inner[-1] in w.ancestors()]
+        if backend == "bpf" and waited:
+            self.assertGreater(sum(w.dur for w in whole), 0.5 * sum(w.dur for w in waited),
+                               waits)
+        # perf alone reads a wait's stack from outside while it lasts. On an idle machine
+        # that is most of the time waited; with other real-time work on the machine its
+        # drainer missed even a 9 ms wait (other profilers running), and short GIL waits
+        # then have native frames only: nothing more is promised than no wrong frame.
 
     def waits_in(self, trace, tid, t0, t1):
         # Overlapping the timed span (trace times are whole microseconds).
