@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "../common/log.h"
+#include "trace.h"
 
 #define OUT_BUFFER_SIZE (64 * 1024)
 #define OUT_BUFFER_MAX (64 * 1024 * 1024) /* one record larger than this fails */
@@ -43,8 +44,12 @@ struct out_file {
 	size_t len, mark_len; /* buffered bytes; those up to the last record boundary */
 	size_t cap;
 	unsigned char *buf;
-	unsigned char *zbuf; /* one gzip member, compressed */
+	unsigned char *zbuf; /* one flush, compressed */
 	size_t zcap;
+	bool restart;	       /* a flush failed: end the gzip member, start another */
+	uint64_t member_start; /* file offset of the current gzip member */
+	uint32_t member_crc;   /* CRC-32 and size of what was flushed into it */
+	uint32_t member_size;
 };
 
 static int write_all(struct out_file *out, const unsigned char *p, size_t len)
@@ -86,36 +91,96 @@ static int reserve(struct out_file *out, uint64_t size, bool last)
 	return -errno;
 }
 
-/* Compresses @n buffered bytes into one whole gzip member in zbuf; returns its size. */
-static int compress_member(struct out_file *out, size_t n, size_t *size)
+/* Room for @more bytes of compressed output after @used. */
+static int grow_zbuf(struct out_file *out, size_t used, size_t more)
 {
-	size_t bound = deflateBound(&out->zs, (uLong)n) + 64;
+	unsigned char *grown;
+	size_t cap = out->zcap ? out->zcap : OUT_BUFFER_SIZE;
 
-	if (bound > out->zcap) {
-		unsigned char *grown = realloc(out->zbuf, bound);
-
-		if (!grown)
-			return -ENOMEM;
-		out->zbuf = grown;
-		out->zcap = bound;
-	}
-	out->zs.next_in = out->buf;
-	out->zs.avail_in = (uInt)n;
-	out->zs.next_out = out->zbuf;
-	out->zs.avail_out = (uInt)out->zcap;
-	if (deflate(&out->zs, Z_FINISH) != Z_STREAM_END) {
-		deflateReset(&out->zs);
-		return -EIO;
-	}
-	*size = out->zcap - out->zs.avail_out;
-	deflateReset(&out->zs);
+	while (cap - used < more)
+		cap *= 2;
+	if (cap == out->zcap)
+		return 0;
+	grown = realloc(out->zbuf, cap);
+	if (!grown)
+		return -ENOMEM;
+	out->zbuf = grown;
+	out->zcap = cap;
 	return 0;
 }
 
 /*
+ * Ends the gzip member that a failed flush left open, at the flushed offset, into the
+ * start of zbuf: an empty final block (the stream is byte-aligned after a sync flush)
+ * and the trailer, CRC-32 and size of what was flushed. What follows is a new member.
+ * Returns the bytes it put there.
+ */
+static size_t end_member(struct out_file *out)
+{
+	unsigned char *p = out->zbuf;
+	int i;
+
+	deflateReset(&out->zs);
+	if (out->flushed == out->member_start)
+		return 0; /* nothing of it was written: the new member starts there */
+	p[0] = 0x03;	  /* BFINAL, fixed Huffman codes, end of block */
+	p[1] = 0x00;
+	for (i = 0; i < 4; i++) {
+		p[2 + i] = (unsigned char)(out->member_crc >> (8 * i));
+		p[6 + i] = (unsigned char)(out->member_size >> (8 * i));
+	}
+	return 10;
+}
+
+/*
+ * Compresses @n buffered bytes into zbuf, sync-flushed so the file can be ended right
+ * after them (see end_member()), or ending the stream when @last. Stores the size.
+ */
+static int compress_chunk(struct out_file *out, size_t n, bool last, size_t *size)
+{
+	size_t used = 0;
+	int zerr, err;
+
+	err = grow_zbuf(out, 0, 64);
+	if (err)
+		return err;
+	if (out->restart)
+		used = end_member(out);
+	out->zs.next_in = out->buf;
+	out->zs.avail_in = (uInt)n;
+	do {
+		err = grow_zbuf(out, used, n / 2 + 1024);
+		if (err)
+			return err;
+		out->zs.next_out = out->zbuf + used;
+		out->zs.avail_out = (uInt)(out->zcap - used);
+		zerr = deflate(&out->zs, last ? Z_FINISH : Z_SYNC_FLUSH);
+		if (zerr == Z_STREAM_ERROR)
+			return -EIO;
+		used = out->zcap - out->zs.avail_out;
+	} while (out->zs.avail_out == 0 || (last && zerr != Z_STREAM_END));
+	*size = used;
+	return 0;
+}
+
+/* After a gzip chunk of @n buffered bytes was written: what its member holds. */
+static void count_chunk(struct out_file *out, size_t n)
+{
+	if (out->restart) {
+		/* The chunk began with the old member's end, if it had one, then the new. */
+		out->member_start = out->flushed + (out->flushed == out->member_start ? 0 : 10);
+		out->member_crc = (uint32_t)crc32(0L, Z_NULL, 0);
+		out->member_size = 0;
+		out->restart = false;
+	}
+	out->member_crc = (uint32_t)crc32(out->member_crc, out->buf, (uInt)n);
+	out->member_size += (uint32_t)n;
+}
+
+/*
  * Writes the buffered records up to the last mark (everything when @last) at the
- * flushed offset: a gzip file gets one gzip member per flush, so that it can be cut
- * after any flush and still be read whole. Nothing counts as flushed until written.
+ * flushed offset; a gzip stream is sync-flushed there, so that the file can be ended
+ * after any flush. Nothing counts as flushed until written.
  */
 static int flush_buffer(struct out_file *out, bool last)
 {
@@ -123,10 +188,10 @@ static int flush_buffer(struct out_file *out, bool last)
 	const unsigned char *data = out->buf;
 	int err;
 
-	if (!n)
+	if (!n && !(last && out->gzip))
 		return 0;
 	if (out->gzip) {
-		err = compress_member(out, n, &size);
+		err = compress_chunk(out, n, last, &size);
 		if (err)
 			return err;
 		data = out->zbuf;
@@ -142,6 +207,8 @@ static int flush_buffer(struct out_file *out, bool last)
 		out->rewind = true;
 		return err;
 	}
+	if (out->gzip)
+		count_chunk(out, n);
 	out->flushed += size;
 	memmove(out->buf, out->buf + n, out->len - n);
 	out->len -= n;
@@ -306,6 +373,7 @@ int out_file__recover(struct out_file *out)
 {
 	if (!out->err)
 		return 0;
+	out->restart = out->gzip;
 	/*
 	 * The file is whole up to the flushed offset (a failed write there is overwritten
 	 * and cut at commit); of the buffer, keep the complete records.
@@ -392,7 +460,7 @@ static bool temp_is_stale(int dirfd, const char *name, pid_t writer)
 	return stale;
 }
 
-int out_file_remove_stale(const char *dest)
+int trace_remove_stale_temps(const char *dest)
 {
 	char *dir = strdup(dest), *slash;
 	struct dirent *de;

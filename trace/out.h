@@ -64,10 +64,4 @@ void out_file__abort(struct out_file *out);
 /* The temporary's path, borrowed until commit or abort. */
 const char *out_file__temp_path(const struct out_file *out);
 
-/*
- * Removes the temporaries in @dest's folder left by writers that died (killed): ours by
- * name, whose writer pid is gone and which no one holds. Returns how many, or -errno.
- */
-int out_file_remove_stale(const char *dest);
-
 #endif

@@ -219,7 +219,7 @@ static void test_out__no_room_to_start(void **state)
 	support_rmdir(dir);
 }
 
-/* Lines of "N text" marked one by one; what was read back is whole lines in order. */
+/* Lines of "N text" marked one by one; what is read back is whole lines in order. */
 static void test_out__gzip_cut_at_a_mark(void **state)
 {
 	char *dir = support_tempdir(), path[512], cmd[600], *text, *p;
@@ -232,7 +232,8 @@ static void test_out__gzip_cut_at_a_mark(void **state)
 	disk_reset(-1);
 	out = out_file__open(path, true);
 	assert_non_null(out);
-	disk_room = 0;
+	/* Some flushes fit before the disk is full: the gzip member is ended after them. */
+	disk_room = 40 * 1024;
 	for (i = 0; i < 100000 && !out_file__error(out); i++) {
 		out_file__printf(out, "%d some incompressible-ish text %x\n", i, i * 2654435761u);
 		out_file__mark(out);
@@ -254,7 +255,8 @@ static void test_out__gzip_cut_at_a_mark(void **state)
 		assert_non_null(strchr(p, '\n'));
 	}
 	assert_string_equal(p, "end\n");
-	assert_true(expect > 1000);
+	/* More than one buffer (~1400 lines): some of it came before the gzip member ended. */
+	assert_true(expect > 3000);
 	free(text);
 	support_rmdir(dir);
 }
@@ -325,7 +327,7 @@ static void test_out__stale_temporaries_removed(void **state)
 	assert_int_equal(strncmp(out_file__temp_path(out), named, strlen(named)), 0);
 	assert_int_equal(strlen(out_file__temp_path(out)), strlen(named) + 6 + 4);
 	/* Our own, being written, stays. */
-	assert_int_equal(out_file_remove_stale(path), 1);
+	assert_int_equal(trace_remove_stale_temps(path), 1);
 	out_file__abort(out);
 	close(fd);
 	left[0] = alive;
