@@ -84,7 +84,7 @@ static int reserve(struct out_file *out, uint64_t size, bool last)
 		out->reserved = need;
 		return 0;
 	}
-	if (errno == EOPNOTSUPP || errno == ENOSYS) {
+	if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) {
 		out->can_reserve = false; /* plain writes; a full disk may cut the footer */
 		return 0;
 	}
