@@ -528,14 +528,15 @@ static void print_summary(struct session *s, int close_err, bool written,
 	sampler__stats(s->sampler, &st);
 	symbolizer__stats(s->sym, &sy);
 	clear_progress(s);
-	if (s->records_dropped || s->count_incomplete)
+	if (s->records_dropped || s->count_incomplete) {
+		uint64_t until = s->processed_ns > s->started_ns ? s->processed_ns : s->started_ns;
+
 		fprintf(stderr,
 			"pytrace-sample: stopped before working through the backlog: %s%" PRIu64
 			" records, the last %.1f s of the recording, were dropped\n",
 			s->count_incomplete ? "at least " : "", s->records_dropped,
-			s->stop_seen_ns > s->processed_ns
-				? (double)(s->stop_seen_ns - s->processed_ns) / 1e9
-				: 0.0);
+			s->stop_seen_ns > until ? (double)(s->stop_seen_ns - until) / 1e9 : 0.0);
+	}
 	if (close_err && !written) {
 		fprintf(stderr, "pytrace-sample: writing %s failed: %s; nothing was written\n",
 			s->output, strerror(-close_err));
