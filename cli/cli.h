@@ -16,14 +16,17 @@ enum cli_exit {
 	EXIT_UNAVAILABLE = 69,
 	EXIT_INTERNAL = 70,
 	EXIT_CANT_CREATE = 73,
+	EXIT_CUT_SHORT = 74, /* the trace was written, but cut short by a write error */
 	EXIT_NO_PERMISSION = 77,
 	EXIT_NOT_EXECUTABLE = 126,
 	EXIT_NOT_FOUND = 127,
+	EXIT_INTERRUPTED = 130, /* Ctrl-C before the command ran, or while waiting for it */
 };
 
 struct cli_opts {
 	struct sampler_opts sampler;
 	const char *output; /* NULL: a new name from the command and the time */
+	bool force;	    /* replace an existing output file */
 	enum trace_format format;
 	double duration_s; /* 0: until the tree exits or Ctrl-C */
 	bool quiet;

@@ -45,18 +45,28 @@ static void print_thread(struct cpython_process *p, uint32_t tid)
 	free(frames);
 }
 
-static void print_process(pid_t pid)
+/* Prints one process's threads; false when we may not read it. */
+static bool print_process(pid_t pid)
 {
 	struct cpython_process *p = cpython_process__find(pid);
+	int err = p ? 0 : errno;
 	char cmdline[512] = "?";
 	pid_t *tids = NULL;
 	size_t ntids = 0, i;
 
 	sampler_read_cmdline(pid, cmdline, sizeof(cmdline));
+	if (err == EACCES || err == EPERM) {
+		fflush(stdout);
+		fprintf(stderr,
+			"pytrace-sample: cannot read %d (%s): permission denied (run with sudo or "
+			"grant CAP_SYS_PTRACE)\n",
+			pid, cmdline);
+		return false;
+	}
 	if (!p) {
 		printf("Process %d: %s\n  not a Python process (no CPython runtime mapped)\n", pid,
 		       cmdline);
-		return;
+		return true;
 	}
 	printf("Process %d: %s\n  Python 3.%u\n", pid, cmdline, p->layout.minor);
 	if (!sampler_list_threads(pid, &tids, &ntids)) {
@@ -65,10 +75,12 @@ static void print_process(pid_t pid)
 	}
 	free(tids);
 	cpython_process__put(p);
+	return true;
 }
 
 int cli_dump(const struct cli_opts *o)
 {
+	bool denied = false;
 	size_t i, j;
 
 	for (i = 0; i < o->npids; i++) {
@@ -82,8 +94,8 @@ int cli_dump(const struct cli_opts *o)
 			return EXIT_NO_PROCESS;
 		}
 		for (j = 0; j < n; j++)
-			print_process(tree[j]);
+			denied |= !print_process(tree[j]);
 		free(tree);
 	}
-	return 0;
+	return denied ? EXIT_NO_PERMISSION : 0;
 }

@@ -28,7 +28,10 @@ static void usage(FILE *f)
 		"output:\n"
 		"  -o, --output FILE     where to write (default: CMD-YYYYmmdd-HHMMSS.json in the current\n"
 		"                        folder, never replacing a file). The ending picks the format:\n"
-		"                        .json, .json.gz (gzip'd), .folded (collapsed stacks for flame graphs)\n"
+		"                        .json, .json.gz (gzip'd), .folded (collapsed stacks for flame\n"
+		"                        graphs). An existing FILE is refused (status 73) unless --force;\n"
+		"                        a folder always is. Checked before CMD is started.\n"
+		"      --force           replace an existing -o FILE\n"
 		"      --format FMT      json, json.gz or folded, whatever the name\n"
 		"\n"
 		"sampling:\n"
@@ -41,12 +44,15 @@ static void usage(FILE *f)
 		"      --mode MODE       wall (default): whole lives of threads, with off-CPU waits as exact\n"
 		"                        spans labelled with why (sleep, lock wait, read, poll, preempted ...);\n"
 		"                        cpu: on-CPU samples only\n"
-		"      --kernel          add kernel frames (needs root or CAP_PERFMON with kptr access)\n"
+		"      --kernel          add kernel frames; needs root: refused otherwise (status 77)\n"
 		"      --native          in Python processes, native frames too: each interpreter frame\n"
 		"                        is replaced by the Python frames it was running\n"
 		"      --stack-size N    bytes of user stack copied per sample for unwinding (default 16384,\n"
-		"                        multiple of 8, at most 65528); deeper native frames are cut\n"
+		"                        at least 512, at most 65528, a multiple of 8); deeper native\n"
+		"                        frames are cut\n"
 		"  -d, --duration SECS   stop after SECS seconds (the command keeps running)\n"
+		"\n"
+		"dump takes only -p and -v.\n"
 		"\n"
 		"other:\n"
 		"  -q, --quiet           no progress line and no summary, only errors\n"
@@ -62,13 +68,27 @@ static void usage(FILE *f)
 		"that ran for less than that may be shown under its neighbour); a shorter wait gets\n"
 		"the frames its thread had both before and after it.\n"
 		"\n"
+		"Ctrl-C stops the recording within about a second and writes what was processed (a\n"
+		"backlog not yet processed is dropped, and the summary and otherData say so); when\n"
+		"launching, it then waits for CMD (Ctrl-C again to stop waiting). A Ctrl-C before CMD\n"
+		"has started exits with 130 without running it.\n"
+		"\n"
+		"Files: the trace is written to FILE.pytrace-PID-XXXXXX.tmp next to FILE (PID: this\n"
+		"run's) and renamed to FILE when complete; the temporary of a run that was killed is\n"
+		"removed by the next run writing into that folder. If the disk fills up, the trace\n"
+		"is ended at its last complete event, valid, with otherData.events_lost_to_write_errors\n"
+		"saying how much was lost, and the exit status is 74.\n"
+		"\n"
 		"Permissions: launching needs kernel.perf_event_paranoid <= 2 (Debian's default is 2 or 3);\n"
 		"attaching to another user's processes, --kernel and exact off-CPU stacks need root.\n"
 		"Under sudo, CMD runs as the invoking user and the trace file belongs to them.\n"
 		"\n"
-		"Exit status: CMD's own status when launching (128+N if killed by signal N); else 0, or\n"
-		"64 usage, 66 no such process, 69 perf events unavailable, 73 can't create the output,\n"
-		"77 permission denied, 126 CMD not executable, 127 CMD not found, 70 internal error.\n");
+		"Exit status: CMD's own status when launching (128+N if killed by signal N), unless the\n"
+		"output failed (73, 74); else 0. Our own: 64 usage, 66 no such process, 69 perf events\n"
+		"unavailable, 70 internal error, 73 can't create the output (nothing written), 74 the\n"
+		"trace was cut short by a write error (a full disk; the file is valid), 77 permission\n"
+		"denied, 126 CMD not executable, 127 CMD not found, 130 interrupted before CMD started\n"
+		"or while waiting for it.\n");
 }
 
 static int parse_pids(const char *arg, struct cli_opts *o)
@@ -119,12 +139,31 @@ static int bad_usage(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+/* The long name of short option @c. */
+static const char *short_name(int c, const struct option *opts)
+{
+	for (; opts->name; opts++) {
+		if (opts->val == c)
+			return opts->name;
+	}
+	return "?";
+}
+
 /* Fills @o from the command line; returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, struct cli_opts *o)
 {
-	enum { OPT_FORMAT = 256, OPT_MODE, OPT_KERNEL, OPT_STACK, OPT_NATIVE, OPT_BACKEND };
+	enum {
+		OPT_FORMAT = 256,
+		OPT_MODE,
+		OPT_KERNEL,
+		OPT_STACK,
+		OPT_NATIVE,
+		OPT_BACKEND,
+		OPT_FORCE
+	};
 	static const struct option long_opts[] = {
 		{ "output", required_argument, NULL, 'o' },
+		{ "force", no_argument, NULL, OPT_FORCE },
 		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "frequency", required_argument, NULL, 'F' },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -140,18 +179,26 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *not_for_dump = NULL; /* the first option seen that dump does not use */
 	char *end;
-	int c;
+	int c, index;
 
 	if (argc > 1 && !strcmp(argv[1], "dump")) {
 		o->dump = true;
 		argv++;
 		argc--;
 	}
-	while ((c = getopt_long(argc, argv, "+o:F:d:p:qvhV", long_opts, NULL)) != -1) {
+	while ((index = -1, c = getopt_long(argc, argv, "+o:F:d:p:qvhV", long_opts, &index)) !=
+	       -1) {
+		if (!not_for_dump && c != 'p' && c != 'v' && c != 'h' && c != 'V' && c != '?')
+			not_for_dump =
+				index >= 0 ? long_opts[index].name : short_name(c, long_opts);
 		switch (c) {
 		case 'o':
 			o->output = optarg;
+			break;
+		case OPT_FORCE:
+			o->force = true;
 			break;
 		case OPT_FORMAT:
 			if (parse_format(optarg, &o->format))
@@ -231,6 +278,8 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 	}
 	if (optind < argc)
 		o->argv = argv + optind;
+	if (o->dump && not_for_dump)
+		return bad_usage("dump does not take --%s (only -p PID and -v)", not_for_dump);
 	if (o->dump && (o->argv || !o->npids))
 		return bad_usage("%s", "dump needs -p PID and no command");
 	if (!o->argv == !o->npids)

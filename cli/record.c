@@ -18,6 +18,12 @@
 #include "cli.h"
 
 #define MAX_FRAMES (SYMBOLIZE_MAX_NATIVE_FRAMES + 256)
+/* Processing records between looks at the clock, the duration and progress. */
+#define DRAIN_SLICE_NS 100000000ULL
+/* After a stop request, time left to work through records already taken. */
+#define STOP_BUDGET_NS 500000000ULL
+/* ... and to count those dropped when the budget ran out. */
+#define COUNT_BUDGET_NS 200000000ULL
 
 static volatile sig_atomic_t stop_requests;
 
@@ -42,6 +48,12 @@ struct session {
 	int child_status;
 	bool progress_shown;
 	int record_errors;
+	uint64_t stop_seen_ns;	  /* when a stop request was first seen; 0: none */
+	uint64_t processed_ns;	  /* time of the last record processed */
+	uint64_t records_dropped; /* left unprocessed when a stop request's budget ran out */
+	bool count_incomplete;	  /* ... at least that many */
+	bool had_output;	  /* -o named an existing file (--force) ... */
+	struct stat old_output;	  /* ... this one */
 };
 
 static void install_signals(void)
@@ -295,13 +307,45 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 	}
 }
 
-/* Processes every record that is ready. */
-static void drain(struct session *s)
+/*
+ * Processes the records that are ready. Returns true when none is left; false when it
+ * stopped early: at @until_ns, when it first sees a stop request, or once the stop
+ * request's budget (counted from then) is spent. A backlog can take far longer to
+ * work through than it took to record: a stop request must not wait for it.
+ */
+static bool drain(struct session *s, uint64_t until_ns)
 {
 	const struct sampler_rec *r;
 
-	while ((r = sampler__next(s->sampler)))
+	for (;;) {
+		uint64_t now = sampler_now_ns();
+
+		if (stop_requests && !s->stop_seen_ns) {
+			s->stop_seen_ns = now;
+			return false;
+		}
+		if (now >= until_ns || (s->stop_seen_ns && now - s->stop_seen_ns >= STOP_BUDGET_NS))
+			return false;
+		r = sampler__next(s->sampler);
+		if (!r)
+			return true;
 		dispatch(s, r);
+		s->processed_ns = r->time_ns;
+	}
+}
+
+/* Counts the records left unprocessed (they are dropped), for a while. */
+static void count_dropped(struct session *s)
+{
+	uint64_t until = sampler_now_ns() + COUNT_BUDGET_NS;
+
+	while (sampler__next(s->sampler)) {
+		s->records_dropped++;
+		if (!(s->records_dropped % 256) && sampler_now_ns() >= until) {
+			s->count_incomplete = true;
+			return;
+		}
+	}
 }
 
 static void show_progress(struct session *s, bool force)
@@ -336,17 +380,25 @@ static void record_loop(struct session *s)
 	uint64_t deadline = s->opts->duration_s > 0
 				    ? s->started_ns + (uint64_t)(s->opts->duration_s * 1e9)
 				    : UINT64_MAX;
+	bool caught_up = true;
 
 	while (!stop_requests) {
-		if (sampler__poll(s->sampler, 10) < 0)
+		/* Behind (a backlog): no pause before going on with it. */
+		if (caught_up && sampler__poll(s->sampler, 10) < 0)
 			break;
-		drain(s);
+		caught_up = drain(s, sampler_now_ns() + DRAIN_SLICE_NS);
 		show_progress(s, false);
 		if (sampler__done(s->sampler) || sampler_now_ns() >= deadline)
 			break;
 	}
 	sampler__stop(s->sampler);
-	drain(s);
+	/* Everything taken is processed, unless a stop request says otherwise. */
+	while (!drain(s, UINT64_MAX)) {
+		if (s->stop_seen_ns && sampler_now_ns() - s->stop_seen_ns >= STOP_BUDGET_NS) {
+			count_dropped(s);
+			break;
+		}
+	}
 }
 
 static int sampler_error(const struct cli_opts *o, int err, pid_t bad_pid)
@@ -367,13 +419,20 @@ static int sampler_error(const struct cli_opts *o, int err, pid_t bad_pid)
 			strerror(err));
 		return EXIT_NO_PERMISSION;
 	}
+	if (o->argv && err == EINTR) {
+		fprintf(stderr,
+			"pytrace-sample: interrupted before %s was started; it was not run\n",
+			o->argv[0]);
+		return EXIT_INTERRUPTED;
+	}
 	if (o->argv && err == ENOENT) {
 		fprintf(stderr, "pytrace-sample: %s: command not found\n", o->argv[0]);
 		return EXIT_NOT_FOUND;
 	}
 	if (o->argv && err == ENOEXEC) {
 		fprintf(stderr,
-			"pytrace-sample: %s: cannot execute (not an executable file, or no permission)\n",
+			"pytrace-sample: %s: cannot execute (not an executable file, no permission, "
+			"or it could not be started as the invoking user)\n",
 			o->argv[0]);
 		return EXIT_NOT_EXECUTABLE;
 	}
@@ -428,14 +487,26 @@ static int start_sampler(struct session *s, const struct sampler_creds *creds)
 	const struct cli_opts *o = s->opts;
 	pid_t bad_pid = 0;
 	char joined[1024] = "";
-	int i;
+	sigset_t stops, old;
+	int i, err;
 
+	/*
+	 * A stop request while starting stays pending: the launch sees it and gives up
+	 * before the command runs (-EINTR), an attach ends at once afterwards.
+	 */
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGHUP);
+	sigprocmask(SIG_BLOCK, &stops, &old);
 	if (o->argv)
 		s->sampler = sampler__launch(&o->sampler, o->argv, creds);
 	else
 		s->sampler = sampler__attach(&o->sampler, o->pids, o->npids, &bad_pid);
+	err = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (!s->sampler)
-		return sampler_error(o, errno, bad_pid);
+		return sampler_error(o, err, bad_pid);
 	if (o->argv) {
 		for (i = 0; o->argv[i]; i++) {
 			size_t len = strlen(joined);
@@ -448,7 +519,8 @@ static int start_sampler(struct session *s, const struct sampler_creds *creds)
 	return -1;
 }
 
-static void print_summary(struct session *s, int close_err, const struct trace_stats *ts)
+static void print_summary(struct session *s, int close_err, bool written,
+			  const struct trace_stats *ts)
 {
 	struct sampler_stats st;
 	struct symbolizer_stats sy;
@@ -456,13 +528,28 @@ static void print_summary(struct session *s, int close_err, const struct trace_s
 	sampler__stats(s->sampler, &st);
 	symbolizer__stats(s->sym, &sy);
 	clear_progress(s);
-	if (!close_err && s->opts->quiet)
-		return;
-	if (close_err) {
-		fprintf(stderr, "pytrace-sample: writing %s failed: %s\n", s->output,
-			strerror(-close_err));
+	if (s->records_dropped || s->count_incomplete) {
+		uint64_t until = s->processed_ns > s->started_ns ? s->processed_ns : s->started_ns;
+
+		fprintf(stderr,
+			"pytrace-sample: stopped before working through the backlog: %s%" PRIu64
+			" records, the last %.1f s of the recording, were dropped\n",
+			s->count_incomplete ? "at least " : "", s->records_dropped,
+			s->stop_seen_ns > until ? (double)(s->stop_seen_ns - until) / 1e9 : 0.0);
+	}
+	if (close_err && !written) {
+		fprintf(stderr, "pytrace-sample: writing %s failed: %s; nothing was written\n",
+			s->output, strerror(-close_err));
 		return;
 	}
+	if (close_err)
+		fprintf(stderr,
+			"pytrace-sample: writing %s failed (%s): the trace ends at its last complete "
+			"event; %" PRIu64
+			" events were lost (otherData.events_lost_to_write_errors)\n",
+			s->output, strerror(-close_err), ts->lost_to_write_errors);
+	if (!close_err && s->opts->quiet)
+		return;
 	fprintf(stderr,
 		"pytrace-sample: wrote %s: %" PRIu64
 		" slices from %u processes, %u threads; %" PRIu64 " samples, %" PRIu64
@@ -494,19 +581,23 @@ static void print_summary(struct session *s, int close_err, const struct trace_s
  * The launched command's exit status. A Ctrl-C beyond the ones that ended the recording
  * (@signals_used) stops waiting for it; it may already have come.
  */
-static int wait_child(pid_t child, bool announce, sig_atomic_t signals_used)
+static int wait_child(pid_t child, sig_atomic_t signals_used)
 {
+	siginfo_t info = { .si_pid = 0 };
+	pid_t got;
 	int status;
 
-	if (announce)
+	/* A command that already exited by itself is never reported as interrupted. */
+	if (!waitid(P_PID, (id_t)child, &info, WEXITED | WNOHANG | WNOWAIT) && !info.si_pid)
 		fprintf(stderr,
 			"pytrace-sample: waiting for the command (pid %d) to exit; Ctrl-C again to stop waiting\n",
 			child);
 	for (;;) {
-		if (stop_requests > signals_used)
-			return 130;
-		if (waitpid(child, &status, 0) == child)
+		got = waitpid(child, &status, stop_requests > signals_used ? WNOHANG : 0);
+		if (got == child)
 			break;
+		if (!got)
+			return EXIT_INTERRUPTED;
 		if (errno != EINTR)
 			return EXIT_INTERNAL;
 	}
@@ -540,6 +631,115 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "unknown_native_frames", sy.unknown_frames);
 	trace__note(s->trace, "stacks_without_user_state", sy.no_user_state);
 	trace__note(s->trace, "record_errors", (uint64_t)s->record_errors);
+	if (s->records_dropped || s->count_incomplete) {
+		/* Stopped with a backlog: the trace ends at processed_until_ns. */
+		trace__note(s->trace, "records_dropped_at_stop", s->records_dropped);
+		trace__note(s->trace, "processed_until_ns", s->processed_ns);
+	}
+}
+
+/*
+ * Checks -o before anything runs: a name, not a folder, not an existing file unless
+ * --force; removes temporaries that killed runs left in its folder. -1 to go on, or an
+ * exit status.
+ */
+static int check_output(struct session *s)
+{
+	const struct cli_opts *o = s->opts;
+	struct stat st;
+	int removed;
+
+	if (o->output && !*o->output) {
+		fprintf(stderr, "pytrace-sample: -o needs a file name\n");
+		return EXIT_CANT_CREATE;
+	}
+	if (o->output && !stat(s->output, &st)) {
+		if (S_ISDIR(st.st_mode)) {
+			fprintf(stderr,
+				"pytrace-sample: cannot write to %s: it is a folder (name a file, e.g. %s/trace.json)\n",
+				s->output, s->output);
+			return EXIT_CANT_CREATE;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			fprintf(stderr, "pytrace-sample: cannot write to %s: not a regular file\n",
+				s->output);
+			return EXIT_CANT_CREATE;
+		}
+		if (!o->force) {
+			fprintf(stderr,
+				"pytrace-sample: %s already exists: add --force to replace it, or choose another name\n",
+				s->output);
+			return EXIT_CANT_CREATE;
+		}
+		s->had_output = true;
+		s->old_output = st;
+	}
+	removed = trace_remove_stale_temps(s->output);
+	if (removed > 0 && !o->quiet)
+		fprintf(stderr,
+			"pytrace-sample: removed %d temporary file%s (*.pytrace-PID-*.tmp) left by "
+			"killed runs\n",
+			removed, removed > 1 ? "s" : "");
+	return -1;
+}
+
+/* Creates the temporary output; -1 to go on, or an exit status. */
+static int open_output(struct session *s)
+{
+	const struct cli_opts *o = s->opts;
+	struct trace_opts topts = {
+		.path = s->output,
+		.format = o->format,
+		.period_ns = 1000000000ULL / o->sampler.frequency_hz,
+		.origin_ns = sampler_now_ns(),
+		.frames = s->frames,
+	};
+	int status = check_output(s);
+
+	if (status >= 0)
+		return status;
+	/* Created now, so an unwritable destination fails before anything runs. */
+	s->trace = trace__open(&topts);
+	if (!s->trace) {
+		int err = errno;
+
+		fprintf(stderr, "pytrace-sample: cannot create %s: %s%s\n", s->output,
+			strerror(err),
+			err == ENOSPC ? " (about 130 KiB must be free to start)" : "");
+		return EXIT_CANT_CREATE;
+	}
+	return -1;
+}
+
+/* True when the trace is at its destination: a file that was not there before. */
+static bool output_written(const struct session *s)
+{
+	struct stat st;
+
+	if (stat(s->output, &st))
+		return false;
+	return !s->had_output || st.st_dev != s->old_output.st_dev ||
+	       st.st_ino != s->old_output.st_ino;
+}
+
+/* Ends the trace and says how it went; returns 0, or the exit status of a failure. */
+static int close_output(struct session *s, const struct sampler_creds *as_user)
+{
+	struct trace_stats ts;
+	int err, status = 0;
+	bool written;
+
+	note_losses(s);
+	err = trace__close(s->trace, &ts);
+	s->trace = NULL;
+	written = !err || output_written(s);
+	if (written && as_user && chown(s->output, as_user->uid, as_user->gid))
+		pr_warn("could not give %s to uid %d: %s", s->output, as_user->uid,
+			strerror(errno));
+	print_summary(s, err, written, &ts);
+	if (err)
+		status = written ? EXIT_CUT_SHORT : EXIT_CANT_CREATE;
+	return status;
 }
 
 int cli_record(const struct cli_opts *o)
@@ -549,9 +749,7 @@ int cli_record(const struct cli_opts *o)
 					    .native = o->native };
 	struct sampler_creds creds;
 	bool as_user = sudo_user(&creds);
-	struct trace_stats ts;
-	struct trace_opts topts;
-	int status = EXIT_INTERNAL, close_err;
+	int status = EXIT_INTERNAL, close_status;
 	sig_atomic_t signals_used;
 	pid_t child;
 
@@ -559,6 +757,13 @@ int cli_record(const struct cli_opts *o)
 		return EXIT_INTERNAL;
 	s->opts = o;
 	install_signals();
+	if (o->sampler.kernel_stacks && geteuid() != 0) {
+		fprintf(stderr,
+			"pytrace-sample: --kernel needs root: kernel frames are only sampled "
+			"with privilege (run with sudo, or leave out --kernel)\n");
+		status = EXIT_NO_PERMISSION;
+		goto out_free;
+	}
 	if (o->output)
 		snprintf(s->output, sizeof(s->output), "%s", o->output);
 	else
@@ -569,44 +774,32 @@ int cli_record(const struct cli_opts *o)
 	s->sym = s->frames ? symbolizer__new(&sym_opts, s->frames) : NULL;
 	if (!s->names || !s->last_stacks || !s->sym)
 		goto out_free;
-	topts = (struct trace_opts){
-		.path = s->output,
-		.format = o->format,
-		.period_ns = 1000000000ULL / o->sampler.frequency_hz,
-		.origin_ns = sampler_now_ns(),
-		.frames = s->frames,
-	};
-	/* Created now, so an unwritable destination fails before anything runs. */
-	s->trace = trace__open(&topts);
-	if (!s->trace) {
-		fprintf(stderr, "pytrace-sample: cannot create %s: %s\n", s->output,
-			strerror(errno));
-		status = EXIT_CANT_CREATE;
+	status = open_output(s);
+	if (status >= 0)
+		goto out_free;
+	if (stop_requests) {
+		fprintf(stderr, "pytrace-sample: interrupted before starting\n");
+		status = EXIT_INTERRUPTED;
 		goto out_free;
 	}
 	status = start_sampler(s, as_user ? &creds : NULL);
-	if (status >= 0) {
-		trace__abort(s->trace);
+	if (status >= 0)
 		goto out_free;
-	}
 	s->started_ns = sampler_now_ns();
 	record_loop(s);
+	/* The first stop request ended the recording; one more stops waiting for CMD. */
 	signals_used = stop_requests ? 1 : 0;
-	note_losses(s);
-	close_err = trace__close(s->trace, &ts);
-	if (!close_err && as_user && chown(s->output, creds.uid, creds.gid))
-		pr_warn("could not give %s to uid %d: %s", s->output, creds.uid, strerror(errno));
-	print_summary(s, close_err, &ts);
-	status = close_err ? EXIT_CANT_CREATE : 0;
+	close_status = close_output(s, as_user ? &creds : NULL);
+	status = close_status;
 	child = sampler__child(s->sampler);
 	if (child) {
-		int child_status = s->child_reaped ? s->child_status
-						   : wait_child(child, !sampler__done(s->sampler),
-								signals_used);
+		int child_status =
+			s->child_reaped ? s->child_status : wait_child(child, signals_used);
 
-		status = close_err ? EXIT_CANT_CREATE : child_status;
+		status = close_status ? close_status : child_status;
 	}
 out_free:
+	trace__abort(s->trace);
 	sampler__free(s->sampler);
 	symbolizer__free(s->sym);
 	frame_table__free(s->frames);

@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,26 +47,96 @@ static int check_command(const char *cmd)
 	return err;
 }
 
+/* What the held child reports on the status pipe: how far it got, and errno. */
+enum launch_stage {
+	LAUNCH_READY, /* switched to the user; waiting for the go */
+	LAUNCH_INITGROUPS,
+	LAUNCH_SETGROUPS,
+	LAUNCH_SETGID,
+	LAUNCH_SETUID,
+	LAUNCH_EXEC,
+};
+
+struct launch_report {
+	int stage;
+	int err;
+};
+
+static const char *const stage_names[] = {
+	[LAUNCH_READY] = "ready",	  [LAUNCH_INITGROUPS] = "initgroups",
+	[LAUNCH_SETGROUPS] = "setgroups", [LAUNCH_SETGID] = "setgid",
+	[LAUNCH_SETUID] = "setuid",	  [LAUNCH_EXEC] = "exec",
+};
+
+/* In the child: tells the parent, then exits when @stage is a failure. */
+static void report(int status_fd, enum launch_stage stage, int err)
+{
+	struct launch_report r = { stage, err };
+	ssize_t n = write(status_fd, &r, sizeof(r));
+
+	(void)n; /* unsent, the parent reads EOF: a failure too */
+	if (stage != LAUNCH_READY)
+		_exit(stage == LAUNCH_EXEC ? 127 : 126);
+}
+
 static void drop_privileges(const struct sampler_creds *creds, int status_fd)
 {
-	int err = 0;
-
 	if (creds->user && initgroups(creds->user, creds->gid))
-		err = errno;
-	else if (!creds->user && setgroups(0, NULL))
-		err = errno;
-	else if (setgid(creds->gid) || setuid(creds->uid))
-		err = errno;
-	if (err) {
-		if (write(status_fd, &err, sizeof(err)) < 0)
-			_exit(126);
-		_exit(126);
-	}
+		report(status_fd, LAUNCH_INITGROUPS, errno);
+	if (!creds->user && setgroups(0, NULL))
+		report(status_fd, LAUNCH_SETGROUPS, errno);
+	if (setgid(creds->gid))
+		report(status_fd, LAUNCH_SETGID, errno);
+	if (setuid(creds->uid))
+		report(status_fd, LAUNCH_SETUID, errno);
+}
+
+/* In the child, just before exec: the signal state the command should start with. */
+static void restore_signals(void)
+{
+	sigset_t stops;
+
+	/* Ignored signals stay ignored across exec: we ignore SIGPIPE, the command must not. */
+	signal(SIGPIPE, SIG_DFL);
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGHUP);
+	sigprocmask(SIG_UNBLOCK, &stops, NULL);
+}
+
+/* Reads one report from the child; 0 at EOF (exec'd, or gone without a word). */
+static ssize_t read_report(int fd, struct launch_report *r)
+{
+	ssize_t n;
+
+	do {
+		n = read(fd, r, sizeof(*r));
+	} while (n < 0 && errno == EINTR);
+	if (n > 0 && (n != sizeof(*r) || r->stage < LAUNCH_READY || r->stage > LAUNCH_EXEC))
+		return -1;
+	return n;
+}
+
+/* The child failed to become the invoking user: say why with its own errno. */
+static int creds_failed(const struct held_child *child, const struct sampler_creds *creds,
+			ssize_t n, const struct launch_report *r)
+{
+	if (n == sizeof(*r))
+		pr_err("cannot start the command as uid %d, gid %d: %s failed: %s", (int)creds->uid,
+		       (int)creds->gid, stage_names[r->stage], strerror(r->err));
+	else
+		pr_err("cannot start the command as uid %d, gid %d: the child exited",
+		       (int)creds->uid, (int)creds->gid);
+	waitpid(child->pid, NULL, 0);
+	return -ENOEXEC;
 }
 
 int launch_hold(char *const argv[], const struct sampler_creds *creds, struct held_child *child)
 {
 	int release[2] = { -1, -1 }, status[2] = { -1, -1 };
+	struct launch_report r;
+	ssize_t n;
 	int err;
 	pid_t pid;
 
@@ -88,18 +159,26 @@ int launch_hold(char *const argv[], const struct sampler_creds *creds, struct he
 		close(status[0]);
 		if (creds)
 			drop_privileges(creds, status[1]);
+		report(status[1], LAUNCH_READY, 0);
 		/* Blocks until every event is armed; EOF without a byte means "give up". */
 		if (read(release[0], &go, 1) != 1)
 			_exit(127);
+		restore_signals();
 		execvp(argv[0], argv);
-		err = errno;
-		if (write(status[1], &err, sizeof(err)) < 0)
-			_exit(127);
-		_exit(127);
+		report(status[1], LAUNCH_EXEC, errno);
 	}
 	close(release[0]);
 	close(status[1]);
+	release[0] = status[1] = -1;
 	child->pid = pid;
+	/* Its first report: switched to the user, or why not (before any event is opened). */
+	n = read_report(status[0], &r);
+	if (n != sizeof(r) || r.stage != LAUNCH_READY) {
+		err = creds ? creds_failed(child, creds, n, &r) : -ECHILD;
+		if (!creds)
+			waitpid(pid, NULL, 0);
+		goto out_close;
+	}
 	child->release_fd = release[1];
 	child->status_fd = status[0];
 	return 0;
@@ -114,27 +193,40 @@ out_close:
 	return err;
 }
 
+/* True when a stop signal (blocked by the caller while launching) is pending. */
+static bool stop_pending(void)
+{
+	sigset_t pending;
+
+	if (sigpending(&pending))
+		return false;
+	return sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM) ||
+	       sigismember(&pending, SIGHUP);
+}
+
 int launch_release(struct held_child *child)
 {
-	int child_errno = 0;
+	struct launch_report r = { LAUNCH_READY, 0 };
 	ssize_t n;
 
+	if (stop_pending()) {
+		launch_abort(child);
+		return -EINTR;
+	}
 	if (write(child->release_fd, "g", 1) != 1) {
 		launch_abort(child);
 		return -EIO;
 	}
 	close(child->release_fd);
 	child->release_fd = -1;
-	do {
-		n = read(child->status_fd, &child_errno, sizeof(child_errno));
-	} while (n < 0 && errno == EINTR);
+	n = read_report(child->status_fd, &r);
 	close(child->status_fd);
 	child->status_fd = -1;
 	if (n == 0)
 		return 0;
 	waitpid(child->pid, NULL, 0);
-	if (n == sizeof(child_errno) && child_errno)
-		pr_err("exec failed: %s", strerror(child_errno));
+	if (n == sizeof(r) && r.err)
+		pr_err("exec failed: %s", strerror(r.err));
 	return -ENOEXEC;
 }
 

@@ -14,11 +14,17 @@ struct held_child {
 
 /*
  * Forks a child that switches to @creds (when not NULL) and blocks before exec'ing
- * @argv. -ENOENT when argv[0] can't be found, -ENOEXEC when it can't be run (checked before forking).
+ * @argv. -ENOENT when argv[0] can't be found, -ENOEXEC when it can't be run (checked
+ * before forking), or when the child could not switch to @creds (its errno is logged).
  */
 int launch_hold(char *const argv[], const struct sampler_creds *creds, struct held_child *child);
 
-/* Lets the child exec. 0 once it runs the command, or -ENOEXEC when exec failed (reaped). */
+/*
+ * Lets the child exec. 0 once it runs the command, or -ENOEXEC when exec failed (reaped).
+ * -EINTR, with the child gone and the command never run, when SIGINT, SIGTERM or SIGHUP
+ * is pending: a caller that blocks them while launching gives up on a stop request.
+ * The command starts with them unblocked and SIGPIPE at its default.
+ */
 int launch_release(struct held_child *child);
 
 /* Kills and reaps a held child that will never be released. */

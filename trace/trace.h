@@ -120,4 +120,11 @@ int trace__close(struct trace *trace, struct trace_stats *stats);
 /* Discards the output and frees. Accepts NULL. */
 void trace__abort(struct trace *trace);
 
+/*
+ * While being written, a trace is a temporary next to @path, PATH.pytrace-PID-XXXXXX.tmp
+ * (PID: the writer's). Removes those in @path's folder left by writers that died
+ * (killed): whose pid is gone and which no one holds. Returns how many, or -errno.
+ */
+int trace_remove_stale_temps(const char *path);
+
 #endif
