@@ -15,9 +15,8 @@
 #include "../common/hashmap.h"
 #include "../common/log.h"
 #include "../symbolize/symbolize.h"
-#include "cli.h"
+#include "session.h"
 
-#define MAX_FRAMES (SYMBOLIZE_MAX_NATIVE_FRAMES + 256)
 /* Processing records between looks at the clock, the duration and progress. */
 #define DRAIN_SLICE_NS 100000000ULL
 /* After a stop request, time left to work through records already taken. */
@@ -33,29 +32,6 @@ static void on_stop_signal(int sig)
 	stop_requests++;
 }
 
-struct session {
-	const struct cli_opts *opts;
-	struct frame_table *frames;
-	struct symbolizer *sym;
-	struct sampler *sampler;
-	struct trace *trace;
-	char output[4096];
-	struct hashmap *names;	     /* pid and (pid << 32 | tid) -> malloc'd name */
-	struct hashmap *last_stacks; /* tid -> struct last_stack: for waits with no stack */
-	struct trace_frame stack[MAX_FRAMES];
-	uint64_t started_ns, last_progress_ns;
-	bool child_reaped; /* the launched command, reaped when its exit was seen */
-	int child_status;
-	bool progress_shown;
-	int record_errors;
-	uint64_t stop_seen_ns;	  /* when a stop request was first seen; 0: none */
-	uint64_t processed_ns;	  /* time of the last record processed */
-	uint64_t records_dropped; /* left unprocessed when a stop request's budget ran out */
-	bool count_incomplete;	  /* ... at least that many */
-	bool had_output;	  /* -o named an existing file (--force) ... */
-	struct stat old_output;	  /* ... this one */
-};
-
 static void install_signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_stop_signal };
@@ -65,30 +41,6 @@ static void install_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-}
-
-/* A file name from the command and the time that names no existing file. */
-static void default_output(const struct cli_opts *o, char *buf, size_t size)
-{
-	const char *ext = o->format == TRACE_FORMAT_JSON_GZ  ? ".json.gz"
-			  : o->format == TRACE_FORMAT_FOLDED ? ".folded"
-							     : ".json";
-	char base[128], stamp[32];
-	time_t now = time(NULL);
-	struct stat st;
-	int i;
-
-	if (o->argv) {
-		const char *slash = strrchr(o->argv[0], '/');
-
-		snprintf(base, sizeof(base), "%s", slash ? slash + 1 : o->argv[0]);
-	} else {
-		snprintf(base, sizeof(base), "pid%d", o->pids[0]);
-	}
-	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", localtime(&now));
-	snprintf(buf, size, "%s-%s%s", base, stamp, ext);
-	for (i = 2; !stat(buf, &st) && i < 1000; i++)
-		snprintf(buf, size, "%s-%s-%d%s", base, stamp, i, ext);
 }
 
 static uint64_t name_key(uint32_t pid, uint32_t tid)
@@ -348,32 +300,6 @@ static void count_dropped(struct session *s)
 	}
 }
 
-static void show_progress(struct session *s, bool force)
-{
-	struct sampler_stats st;
-	uint64_t now = sampler_now_ns();
-
-	if (s->opts->quiet || !isatty(STDERR_FILENO))
-		return;
-	if (!force && now - s->last_progress_ns < 500000000ULL)
-		return;
-	s->last_progress_ns = now;
-	sampler__stats(s->sampler, &st);
-	fprintf(stderr,
-		"\r\033[Kpytrace-sample: %u processes, %u threads | %" PRIu64 " samples, %" PRIu64
-		" waits | %" PRIu64 " lost | %.1f s (Ctrl-C to stop)",
-		st.processes, st.threads, st.samples, st.off_cpu_spans,
-		st.lost_records + st.lost_samples, (double)(now - s->started_ns) / 1e9);
-	s->progress_shown = true;
-}
-
-static void clear_progress(struct session *s)
-{
-	if (s->progress_shown)
-		fprintf(stderr, "\r\033[K");
-	s->progress_shown = false;
-}
-
 /* Runs until the tree has exited, the duration has passed or a signal came. */
 static void record_loop(struct session *s)
 {
@@ -387,7 +313,7 @@ static void record_loop(struct session *s)
 		if (caught_up && sampler__poll(s->sampler, 10) < 0)
 			break;
 		caught_up = drain(s, sampler_now_ns() + DRAIN_SLICE_NS);
-		show_progress(s, false);
+		session__show_progress(s, false);
 		if (sampler__done(s->sampler) || sampler_now_ns() >= deadline)
 			break;
 	}
@@ -519,64 +445,6 @@ static int start_sampler(struct session *s, const struct sampler_creds *creds)
 	return -1;
 }
 
-static void print_summary(struct session *s, int close_err, bool written,
-			  const struct trace_stats *ts)
-{
-	struct sampler_stats st;
-	struct symbolizer_stats sy;
-
-	sampler__stats(s->sampler, &st);
-	symbolizer__stats(s->sym, &sy);
-	clear_progress(s);
-	if (s->records_dropped || s->count_incomplete) {
-		uint64_t until = s->processed_ns > s->started_ns ? s->processed_ns : s->started_ns;
-
-		fprintf(stderr,
-			"pytrace-sample: stopped before working through the backlog: %s%" PRIu64
-			" records, the last %.1f s of the recording, were dropped\n",
-			s->count_incomplete ? "at least " : "", s->records_dropped,
-			s->stop_seen_ns > until ? (double)(s->stop_seen_ns - until) / 1e9 : 0.0);
-	}
-	if (close_err && !written) {
-		fprintf(stderr, "pytrace-sample: writing %s failed: %s; nothing was written\n",
-			s->output, strerror(-close_err));
-		return;
-	}
-	if (close_err)
-		fprintf(stderr,
-			"pytrace-sample: writing %s failed (%s): the trace ends at its last complete "
-			"event; %" PRIu64
-			" events were lost (otherData.events_lost_to_write_errors)\n",
-			s->output, strerror(-close_err), ts->lost_to_write_errors);
-	if (!close_err && s->opts->quiet)
-		return;
-	fprintf(stderr,
-		"pytrace-sample: wrote %s: %" PRIu64
-		" slices from %u processes, %u threads; %" PRIu64 " samples, %" PRIu64
-		" off-CPU spans; %" PRIu64 " lost\n",
-		s->output, ts->slices, st.processes_seen, st.threads_seen, st.samples,
-		st.off_cpu_spans, st.lost_records + st.lost_samples);
-	if (st.lost_records + st.lost_samples)
-		fprintf(stderr,
-			"pytrace-sample: the kernel dropped records: lower -F or --stack-size\n");
-	if (st.kernel_events_lost + st.kernel_samples_lost)
-		fprintf(stderr,
-			"pytrace-sample: %" PRIu64
-			" Python stacks read by the kernel were lost (%" PRIu64
-			" with its buffer full, %" PRIu64
-			" of processes not yet known to run Python)\n",
-			st.kernel_events_lost + st.kernel_samples_lost, st.kernel_events_lost,
-			st.kernel_samples_lost);
-	if (s->opts->format != TRACE_FORMAT_FOLDED &&
-	    trace_format__from_path(s->output) != TRACE_FORMAT_FOLDED)
-		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file) or in "
-				"Chrome DevTools > Performance > Load profile\n");
-	pr_info("symbolizer: %" PRIu64 " stacks, %" PRIu64 " frames, %" PRIu64 " unknown, %" PRIu64
-		" truncated, %" PRIu64 " modules, pc cache %" PRIu64 "/%" PRIu64,
-		sy.stacks, sy.frames, sy.unknown_frames, sy.truncated_stacks, sy.modules_loaded,
-		sy.pc_cache_hits, sy.pc_cache_hits + sy.pc_cache_misses);
-}
-
 /*
  * The launched command's exit status. A Ctrl-C beyond the ones that ended the recording
  * (@signals_used) stops waiting for it; it may already have come.
@@ -604,144 +472,6 @@ static int wait_child(pid_t child, sig_atomic_t signals_used)
 	return decode_status(status);
 }
 
-static void note_losses(struct session *s)
-{
-	struct sampler_stats st;
-	struct symbolizer_stats sy;
-
-	sampler__stats(s->sampler, &st);
-	symbolizer__stats(s->sym, &sy);
-	trace__note(s->trace, "samples", st.samples);
-	trace__note(s->trace, "off_cpu_spans", st.off_cpu_spans);
-	trace__note(s->trace, "lost_records", st.lost_records);
-	trace__note(s->trace, "lost_samples", st.lost_samples);
-	trace__note(s->trace, "throttled", st.throttled);
-	trace__note(s->trace, "kernel_switch_stacks", st.kernel_switch_stacks);
-	trace__note(s->trace, "kernel_switch_misses", st.kernel_switch_misses);
-	trace__note(s->trace, "kernel_samples", st.kernel_samples);
-	trace__note(s->trace, "kernel_samples_lost", st.kernel_samples_lost);
-	trace__note(s->trace, "kernel_events_lost", st.kernel_events_lost);
-	trace__note(s->trace, "kernel_read_errors", st.kernel_read_errors);
-	trace__note(s->trace, "kernel_empty_walks", st.kernel_empty_walks);
-	trace__note(s->trace, "kernel_threads_found", st.kernel_threads_found);
-	trace__note(s->trace, "kernel_forks_followed", st.kernel_forks_followed);
-	trace__note(s->trace, "late_python_walks", st.late_walks);
-	trace__note(s->trace, "stale_captures", st.stale_captures);
-	trace__note(s->trace, "frequency_hz", s->opts->sampler.frequency_hz);
-	trace__note(s->trace, "unknown_native_frames", sy.unknown_frames);
-	trace__note(s->trace, "stacks_without_user_state", sy.no_user_state);
-	trace__note(s->trace, "record_errors", (uint64_t)s->record_errors);
-	if (s->records_dropped || s->count_incomplete) {
-		/* Stopped with a backlog: the trace ends at processed_until_ns. */
-		trace__note(s->trace, "records_dropped_at_stop", s->records_dropped);
-		trace__note(s->trace, "processed_until_ns", s->processed_ns);
-	}
-}
-
-/*
- * Checks -o before anything runs: a name, not a folder, not an existing file unless
- * --force; removes temporaries that killed runs left in its folder. -1 to go on, or an
- * exit status.
- */
-static int check_output(struct session *s)
-{
-	const struct cli_opts *o = s->opts;
-	struct stat st;
-	int removed;
-
-	if (o->output && !*o->output) {
-		fprintf(stderr, "pytrace-sample: -o needs a file name\n");
-		return EXIT_CANT_CREATE;
-	}
-	if (o->output && !stat(s->output, &st)) {
-		if (S_ISDIR(st.st_mode)) {
-			fprintf(stderr,
-				"pytrace-sample: cannot write to %s: it is a folder (name a file, e.g. %s/trace.json)\n",
-				s->output, s->output);
-			return EXIT_CANT_CREATE;
-		}
-		if (!S_ISREG(st.st_mode)) {
-			fprintf(stderr, "pytrace-sample: cannot write to %s: not a regular file\n",
-				s->output);
-			return EXIT_CANT_CREATE;
-		}
-		if (!o->force) {
-			fprintf(stderr,
-				"pytrace-sample: %s already exists: add --force to replace it, or choose another name\n",
-				s->output);
-			return EXIT_CANT_CREATE;
-		}
-		s->had_output = true;
-		s->old_output = st;
-	}
-	removed = trace_remove_stale_temps(s->output);
-	if (removed > 0 && !o->quiet)
-		fprintf(stderr,
-			"pytrace-sample: removed %d temporary file%s (*.pytrace-PID-*.tmp) left by "
-			"killed runs\n",
-			removed, removed > 1 ? "s" : "");
-	return -1;
-}
-
-/* Creates the temporary output; -1 to go on, or an exit status. */
-static int open_output(struct session *s)
-{
-	const struct cli_opts *o = s->opts;
-	struct trace_opts topts = {
-		.path = s->output,
-		.format = o->format,
-		.period_ns = 1000000000ULL / o->sampler.frequency_hz,
-		.origin_ns = sampler_now_ns(),
-		.frames = s->frames,
-	};
-	int status = check_output(s);
-
-	if (status >= 0)
-		return status;
-	/* Created now, so an unwritable destination fails before anything runs. */
-	s->trace = trace__open(&topts);
-	if (!s->trace) {
-		int err = errno;
-
-		fprintf(stderr, "pytrace-sample: cannot create %s: %s%s\n", s->output,
-			strerror(err),
-			err == ENOSPC ? " (about 130 KiB must be free to start)" : "");
-		return EXIT_CANT_CREATE;
-	}
-	return -1;
-}
-
-/* True when the trace is at its destination: a file that was not there before. */
-static bool output_written(const struct session *s)
-{
-	struct stat st;
-
-	if (stat(s->output, &st))
-		return false;
-	return !s->had_output || st.st_dev != s->old_output.st_dev ||
-	       st.st_ino != s->old_output.st_ino;
-}
-
-/* Ends the trace and says how it went; returns 0, or the exit status of a failure. */
-static int close_output(struct session *s, const struct sampler_creds *as_user)
-{
-	struct trace_stats ts;
-	int err, status = 0;
-	bool written;
-
-	note_losses(s);
-	err = trace__close(s->trace, &ts);
-	s->trace = NULL;
-	written = !err || output_written(s);
-	if (written && as_user && chown(s->output, as_user->uid, as_user->gid))
-		pr_warn("could not give %s to uid %d: %s", s->output, as_user->uid,
-			strerror(errno));
-	print_summary(s, err, written, &ts);
-	if (err)
-		status = written ? EXIT_CUT_SHORT : EXIT_CANT_CREATE;
-	return status;
-}
-
 int cli_record(const struct cli_opts *o)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -767,14 +497,14 @@ int cli_record(const struct cli_opts *o)
 	if (o->output)
 		snprintf(s->output, sizeof(s->output), "%s", o->output);
 	else
-		default_output(o, s->output, sizeof(s->output));
+		session__default_output(o, s->output, sizeof(s->output));
 	s->names = hashmap__new();
 	s->last_stacks = hashmap__new();
 	s->frames = frame_table__new();
 	s->sym = s->frames ? symbolizer__new(&sym_opts, s->frames) : NULL;
 	if (!s->names || !s->last_stacks || !s->sym)
 		goto out_free;
-	status = open_output(s);
+	status = session__open_output(s);
 	if (status >= 0)
 		goto out_free;
 	if (stop_requests) {
@@ -789,7 +519,7 @@ int cli_record(const struct cli_opts *o)
 	record_loop(s);
 	/* The first stop request ended the recording; one more stops waiting for CMD. */
 	signals_used = stop_requests ? 1 : 0;
-	close_status = close_output(s, as_user ? &creds : NULL);
+	close_status = session__close_output(s, as_user ? &creds : NULL);
 	status = close_status;
 	child = sampler__child(s->sampler);
 	if (child) {

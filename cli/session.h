@@ -1,0 +1,52 @@
+/* Internal to cli/: one recording's state, shared by record.c and output.c. */
+#ifndef PYTRACE_CLI_SESSION_H
+#define PYTRACE_CLI_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "../common/frames.h"
+#include "../common/hashmap.h"
+#include "../symbolize/symbolize.h"
+#include "cli.h"
+
+#define MAX_FRAMES (SYMBOLIZE_MAX_NATIVE_FRAMES + 256)
+
+struct session {
+	const struct cli_opts *opts;
+	struct frame_table *frames;
+	struct symbolizer *sym;
+	struct sampler *sampler;
+	struct trace *trace;
+	char output[4096];
+	struct hashmap *names;	     /* pid and (pid << 32 | tid) -> malloc'd name */
+	struct hashmap *last_stacks; /* tid -> struct last_stack: for waits with no stack */
+	struct trace_frame stack[MAX_FRAMES];
+	uint64_t started_ns, last_progress_ns;
+	bool child_reaped; /* the launched command, reaped when its exit was seen */
+	int child_status;
+	bool progress_shown;
+	int record_errors;
+	uint64_t stop_seen_ns;	  /* when a stop request was first seen; 0: none */
+	uint64_t processed_ns;	  /* time of the last record processed */
+	uint64_t records_dropped; /* left unprocessed when a stop request's budget ran out */
+	bool count_incomplete;	  /* ... at least that many */
+	bool had_output;	  /* -o named an existing file (--force) ... */
+	struct stat old_output;	  /* ... this one */
+};
+
+/* A file name from the command and the time that names no existing file. */
+void session__default_output(const struct cli_opts *o, char *buf, size_t size);
+
+/* Creates the temporary output after checking -o; -1 to go on, or an exit status. */
+int session__open_output(struct session *s);
+
+/* Ends the trace and says how it went; returns 0, or the exit status of a failure. */
+int session__close_output(struct session *s, const struct sampler_creds *as_user);
+
+/* The progress line on a terminal (at most twice a second unless @force), and its end. */
+void session__show_progress(struct session *s, bool force);
+void session__clear_progress(struct session *s);
+
+#endif
