@@ -93,11 +93,28 @@ class Trace:
         return sum(max(0, min(s.end_ns, t1) - max(s.start_ns, t0)) for s in self.slices
                    if s.tid == tid and s.cat == "off-cpu" and s.name.startswith("preempted"))
 
+    def off_cpu(self, tid, t0, t1):
+        """ns the trace shows thread @tid off the CPU, for any reason, between t0 and t1."""
+        if t1 <= t0:
+            return 0
+        spans = sorted((max(s.start_ns, t0), min(s.end_ns, t1)) for s in self.slices
+                       if s.tid == tid and s.cat == "off-cpu" and s.end_ns > t0 and
+                       s.start_ns < t1)
+        total, reach = 0, t0
+        for a, b in spans:  # nested or abutting spans counted once
+            a = max(a, reach)
+            if b > a:
+                total += b - a
+                reach = b
+        return total
+
     def edge_error(self, tid, edge, clock):
         """How far a slice's edge is from the fixture's clock reading, less the time the
-        trace shows the thread preempted between the two (the machine's doing)."""
+        trace shows the thread off the CPU between the two: a thread that is not running
+        can't read its clock (preempted on a busy machine, or waiting for a page or the
+        GIL on its way into the timed code), so only on-CPU time there is the tool's."""
         lo, hi = min(edge, clock), max(edge, clock)
-        return max(0, hi - lo - self.preempted(tid, lo, hi))
+        return max(0, hi - lo - self.off_cpu(tid, lo, hi))
 
     def losses(self):
         """What the tool itself says it could not record (a machine too busy to drain)."""
