@@ -8,12 +8,15 @@
 #include "../sampler/sampler.h"
 #include "cli.h"
 
+/* Walks of a running thread (each CPYTHON_WALK_TRIES reads) before saying it changed. */
+#define DUMP_WALKS 64
+
 static void print_thread(struct cpython_process *p, uint32_t tid)
 {
 	struct cpython_frame *frames = calloc(CPYTHON_MAX_FRAMES, sizeof(*frames));
 	char comm[64] = "", path[64];
 	FILE *f;
-	int n, i;
+	int n, i, tries;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", p->pid, tid);
 	f = fopen(path, "re");
@@ -22,13 +25,21 @@ static void print_thread(struct cpython_process *p, uint32_t tid)
 			comm[strcspn(comm, "\n")] = '\0';
 		fclose(f);
 	}
-	n = frames ? cpython_walk(p, NULL, tid, 1, frames, CPYTHON_MAX_FRAMES) : -ENOMEM;
+	/*
+	 * A one-off dump can afford to try hard: a thread that calls and returns all the
+	 * time (before 3.11) may change its chain under each read, and a busy machine makes
+	 * each read slower. Each walk is a few hundred microseconds at most.
+	 */
+	n = frames ? -EAGAIN : -ENOMEM;
+	for (tries = 0; tries < DUMP_WALKS && n == -EAGAIN; tries++)
+		n = cpython_walk(p, NULL, tid, 1, frames, CPYTHON_MAX_FRAMES);
 	if (n > 0)
 		cpython_read_codes(p, NULL, frames, (uint32_t)n);
 	printf("  Thread %u (%s)%s\n", tid, comm,
-	       n == 0  ? ": no Python frames"
-	       : n < 0 ? ": unreadable"
-		       : "");
+	       n == 0	      ? ": no Python frames"
+	       : n == -EAGAIN ? ": its stack changed under every read"
+	       : n < 0	      ? ": unreadable"
+			      : "");
 	for (i = 0; i < n; i++) {
 		const struct cpython_code_entry *e =
 			cpython_code_lookup(p, frames[i].code, frames[i].fingerprint);

@@ -50,23 +50,30 @@ def make_running_test(python):
                                   stdout=subprocess.PIPE, text=True)
         try:
             self.assertEqual(target.stdout.readline(), "ready\n")
-            cut, whole = [], 0
-            for _ in range(40):
+            cut, whole, said = [], 0, 0
+            # Until 10 dumps came out whole: how often a read of a stack that changes
+            # every few microseconds succeeds depends on how busy the machine is (all
+            # of 40 here when idle, 7 of 40 on a loaded CI machine), so the test asks
+            # for whole dumps to happen at all, not for a rate.
+            for _ in range(200):
+                if whole >= 10:
+                    break
                 p = run_tool(["dump", "-p", str(target.pid)])
                 self.assertEqual(p.returncode, 0, p.stderr)
                 stack = parse_dump(p.stdout).get(str(target.pid))
                 if stack is None or not stack:
-                    # Said so: "unreadable" or "changed while read", never a cut stack.
+                    # Said so: "unreadable" or "changed", never a cut stack.
                     self.assertRegex(p.stdout, r"Thread %d .*: " % target.pid, p.stdout)
+                    said += 1
                     continue
                 names = [f[0] for f in stack]
                 if names[-2:] != ["main", "<module>"] or not set(names[:-2]) <= {"recurse"}:
                     cut.append(names)
                 else:
                     whole += 1
-            self.assertEqual(cut, [])
-            # Read again when it changed: nearly every dump succeeds (all of 40, here).
-            self.assertGreater(whole, 20)
+            self.assertEqual(cut, [], "the tool returned stacks cut short as whole")
+            self.assertGreaterEqual(whole, 10, "only %d of %d dumps read the stack whole "
+                                    "(the rest said they could not)" % (whole, whole + said))
         finally:
             target.kill()
             target.wait()
