@@ -234,7 +234,11 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 		break;
 	case SREC_EXEC:
 		symbolizer__track(s->sym, r);
-		name_process(s, r, r->comm.comm);
+		/*
+		 * The command line as read when the exec was drained, else the program's comm:
+		 * reading /proc now could find a later exec's program.
+		 */
+		set_name(s, r->pid, 0, r->cmdline ? r->cmdline : r->comm.comm);
 		set_name(s, r->pid, r->tid, r->comm.comm);
 		ev.kind = TRACE_EVENT_EXEC;
 		ev.text = known_name(s, r->pid, 0);

@@ -98,6 +98,30 @@ int procfs_cmdline(pid_t pid, char *buf, size_t size)
 	return n ? 0 : -ENOENT;
 }
 
+/* Whether /proc/PID/comm reads @comm (as the kernel cuts it: 15 bytes at most). */
+static bool comm_is(pid_t pid, const char *comm)
+{
+	char path[64], buf[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	if (procfs_read(path, buf, sizeof(buf)) < 0)
+		return false;
+	buf[strcspn(buf, "\n")] = '\0';
+	return !strncmp(buf, comm, 15);
+}
+
+int procfs_cmdline_of(pid_t pid, const char *comm, char *buf, size_t size)
+{
+	int err;
+
+	if (!comm_is(pid, comm))
+		return -ESTALE;
+	err = procfs_cmdline(pid, buf, size);
+	if (!err && !comm_is(pid, comm))
+		return -ESTALE;
+	return err;
+}
+
 static bool is_number(const char *s)
 {
 	if (!*s)

@@ -28,6 +28,12 @@ int procfs_read(const char *path, char *buf, size_t size);
 /* The command line of @pid with NULs as spaces; -errno when unreadable or empty. */
 int procfs_cmdline(pid_t pid, char *buf, size_t size);
 
+/*
+ * The command line of @pid if it still runs the program whose comm is @comm (read
+ * before and after, so an exec in between is caught); -ESTALE when it has moved on.
+ */
+int procfs_cmdline_of(pid_t pid, const char *comm, char *buf, size_t size);
+
 struct procfs_map {
 	uint64_t start, end, pgoff;
 	char *path;

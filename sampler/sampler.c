@@ -305,7 +305,7 @@ struct sampler {
 	struct queue queue;
 	struct hashmap *tasks;		 /* tid -> struct task_state */
 	struct hashmap *procs;		 /* pid -> struct proc_state */
-	struct hashmap *cmdlines;	 /* pid << 1 | is_exec -> command line read at drain time */
+	struct hashmap *cmdlines;	 /* record -> command line read at drain time */
 	struct hashmap *pending_outs;	 /* tid -> struct pending_out, during one drain */
 	struct hashmap *captures;	 /* tid -> struct outside_capture */
 	struct hashmap *pythons;	 /* pid -> struct cpython_process */
@@ -715,6 +715,9 @@ static void capture_cmdline(struct sampler *s, const struct qrec *q)
 
 	if (q->size < sizeof(*hdr) + 8)
 		return;
+	/* Keyed by the record itself: one process can exec several times in one drain. */
+	key = (uintptr_t)q;
+	free(hashmap__remove(s->cmdlines, key));
 	memcpy(ids, q->data + sizeof(*hdr), 8);
 	if (hdr->type == PERF_RECORD_FORK) {
 		uint32_t ppid;
@@ -725,13 +728,20 @@ static void capture_cmdline(struct sampler *s, const struct qrec *q)
 	} else if (hdr->type != PERF_RECORD_COMM || !(hdr->misc & PERF_RECORD_MISC_COMM_EXEC)) {
 		return;
 	}
-	if (procfs_cmdline((pid_t)ids[0], buf, sizeof(buf)))
+	if (hdr->type == PERF_RECORD_COMM) {
+		/* Only if the process still runs this exec's program: it may have exec'd again. */
+		char comm[16] = "";
+		size_t room = q->size - sizeof(*hdr) - 8;
+
+		memcpy(comm, q->data + sizeof(*hdr) + 8, room < 15 ? room : 15);
+		if (procfs_cmdline_of((pid_t)ids[0], comm, buf, sizeof(buf)))
+			return;
+	} else if (procfs_cmdline((pid_t)ids[0], buf, sizeof(buf))) {
 		return;
+	}
 	copy = strdup(buf);
 	if (!copy)
 		return;
-	key = (uint64_t)ids[0] << 1 | (hdr->type == PERF_RECORD_COMM);
-	free(hashmap__remove(s->cmdlines, key));
 	if (hashmap__set(s->cmdlines, key, copy))
 		free(copy);
 }
@@ -1211,9 +1221,9 @@ static void follow_batch(struct sampler *s, uint64_t cut)
 }
 
 /* Hands the command line read at drain time to the record about to go out. */
-static void attach_cmdline(struct sampler *s, uint32_t pid, bool exec)
+static void attach_cmdline(struct sampler *s, const struct qrec *q)
 {
-	s->held_cmdline = hashmap__remove(s->cmdlines, (uint64_t)pid << 1 | exec);
+	s->held_cmdline = hashmap__remove(s->cmdlines, (uintptr_t)q);
 	s->rec.cmdline = s->held_cmdline;
 }
 
@@ -1727,7 +1737,7 @@ static const struct sampler_rec *on_fork(struct sampler *s, const struct qrec *q
 	s->rec.fork.ppid = tr.ppid;
 	s->rec.fork.ptid = tr.ptid;
 	if (tr.pid != tr.ppid)
-		attach_cmdline(s, tr.pid, false);
+		attach_cmdline(s, q);
 	return &s->rec;
 }
 
@@ -1766,7 +1776,7 @@ static const struct sampler_rec *on_comm(struct sampler *s, struct qrec *q)
 	s->held[0] = q;
 	out_rec(s, exec ? SREC_EXEC : SREC_COMM, ids[0], ids[1], q->cpu, q->time)->comm.comm = comm;
 	if (exec)
-		attach_cmdline(s, ids[0], true);
+		attach_cmdline(s, q);
 	return &s->rec;
 }
 

@@ -215,6 +215,35 @@ class AttachTree(TreeChecks, unittest.TestCase):
                            % (self.closed_ns - first.end_ns))
 
 
+class ExecChain(unittest.TestCase):
+    """One process runs three programs in turn (python3.11 execs python3.12, which execs
+    sleep): each exec event names the program it started, not the last one (the command
+    line is read from /proc after the fact, when the process may have moved on)."""
+
+    def test_each_exec_names_its_program(self):
+        first, second = "/usr/bin/python3.11", None
+        for version in sorted(os.listdir("/root/.pyenv/versions")):
+            if version.startswith("3.12"):
+                second = "/root/.pyenv/versions/%s/bin/python3.12" % version
+        if not os.path.exists(first) or second is None:
+            self.skipTest("needs /usr/bin/python3.11 and a pyenv 3.12")
+        inner = 'import os; os.execv("/bin/sleep", ["sleep", "0.3"])'
+        outer = "import os; os.execv(%r, [%r, '-c', %r])" % (second, second, inner)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "t.json")
+            p = run_tool(["-o", out, "--", first, "-c", outer])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            trace = Trace(out)
+        execs = sorted(trace.instant("exec"), key=lambda e: e["ts"])
+        programs = [e["args"]["program"] for e in execs]
+        self.assertEqual(len(programs), 3, programs)
+        self.assertIn("python3.11", programs[0])
+        self.assertIn("python3.12", programs[1])
+        self.assertNotIn("python3.11", programs[1])
+        self.assertIn("sleep", programs[2])
+        self.assertEqual(trace.process_names[execs[0]["pid"]], "sleep 0.3")
+
+
 class Failures(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
