@@ -8,7 +8,7 @@ import tempfile
 import unittest
 
 from pythons import interpreters
-from tracefile import ROOT, TOOL, BpfTestCase, Trace, run_tool
+from tracefile import ROOT, TOOL, BpfTestCase, Trace, run_tool, run_tool_watched
 
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_short_waits.py")
 PINGPONG = os.path.join(ROOT, "tests", "fixtures", "py_pingpong.py")
@@ -41,20 +41,30 @@ class KernelReader(BpfTestCase):
         buffers keep up: the kernel drops perf's per-switch stack copy once it read the
         switch whole (with it, 260 thousand records were lost in one such run)."""
         out = os.path.join(self.dir, "pingpong.json")
-        p = run_tool(["-q", "--backend", "bpf", "-o", out, "--", python, PINGPONG])
+        p, starved, wall = run_tool_watched(["-q", "--backend", "bpf", "-o", out, "--",
+                                             python, PINGPONG])
         self.assertEqual(p.returncode, 0, p.stderr)
         trace = Trace(out)
         other = trace.other
         waits = [s for s in trace.slices if s.cat == "off-cpu" and "futex" in s.name]
         # Each round blocks one thread or the other at least once.
         self.assertGreater(len(waits), 10000, other)
-        # Alone, nothing is lost; in a full suite on a busy 2-core machine the tool under
-        # ASan once lost 460 records when its drainer got too little CPU. With perf's
-        # per-switch stack copy kept, ~250 thousand were lost: the bound tells them apart.
+        # Alone, nothing is lost. With perf's per-switch stack copy kept, ~250 thousand
+        # were lost: 1 % tells them apart. On a machine busy enough that a thread of the
+        # tool (its drainer) waits for a CPU for a tenth of the run, the buffers can fill
+        # (1,042 lost records in one run with five other builds going on): that is the
+        # machine's fault, said as such, and then only a loss of a tenth fails.
         lost = other["lost_records"] + other["lost_samples"] + other["kernel_events_lost"]
-        self.assertLessEqual(lost, 0.01 * len(waits),
-                             "the tool lost %d records for %d waits: %r" % (lost, len(waits),
-                                                                            other))
+        machine = starved > wall // 10
+        if machine and lost > 0.01 * len(waits):
+            print("note: %s: the machine kept a thread of the tool from a CPU for %d of %d "
+                  "ms; it lost %d records" % (self.id(), starved // 1000000, wall // 1000000,
+                                              lost))
+        self.assertLessEqual(lost, (0.1 if machine else 0.01) * len(waits),
+                             "the tool lost %d records for %d waits, its threads waited at "
+                             "most %d of %d ms for a CPU (%s): %r"
+                             % (lost, len(waits), starved // 1000000, wall // 1000000,
+                                "machine starved it" if machine else "tool fault", other))
         # The worker threads' waits are under ping or pong, but for their start and end
         # and the switches the tool itself counts as unread or lost (once 0.85 % in a
         # full suite). The main thread only starts and joins them.

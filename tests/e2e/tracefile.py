@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -131,6 +132,41 @@ def run_tool(args, **kwargs):
     """Runs pytrace-sample; returns the CompletedProcess (text output)."""
     return subprocess.run([TOOL] + args, capture_output=True, text=True, timeout=120,
                           **kwargs)
+
+
+def _runqueue_waits(pid):
+    """{tid: ns spent runnable but waiting for a CPU} of each thread of @pid, from the
+    kernel's schedstat; {} once it is gone."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                out[tid] = int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def run_tool_watched(args):
+    """Runs pytrace-sample like run_tool and watches how long its threads waited for a
+    CPU (polled every 10 ms): (CompletedProcess, the longest wait of one thread in ns,
+    the run's wall time in ns). A tool that loses records while a thread of it waited
+    for a CPU for a good part of the run was starved by the machine."""
+    start = time.monotonic_ns()
+    proc = subprocess.Popen([TOOL] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    waits = {}
+    while proc.poll() is None:
+        waits.update(_runqueue_waits(proc.pid))
+        time.sleep(0.01)
+    out, err = proc.communicate(timeout=120)
+    wall = time.monotonic_ns() - start
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return done, max(waits.values(), default=0), wall
 
 
 class BpfTestCase(unittest.TestCase):
