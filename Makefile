@@ -93,9 +93,14 @@ $(BUILD)/bench/cpu_bound: bench/cpu_bound.c
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
 
-bench: pytrace-sample $(BUILD)/bench/cpu_bound
+$(BUILD)/bench/stamp: bench/stamp.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
+
+bench: pytrace-sample $(BUILD)/bench/cpu_bound $(BUILD)/bench/stamp
 	python3 bench/perf_overhead.py
 	python3 bench/python_split.py
+	python3 bench/startup.py
 
 # The tool itself under ASan+UBSan, for a second end-to-end pass (tests/run.sh).
 ASAN_OBJS := $(LIB_SRCS:%.c=$(BUILD)/aobj/%.o) $(CLI_SRCS:%.c=$(BUILD)/aobj/%.o)
