@@ -2,12 +2,13 @@
 /*
  * Kernel side: walks a Python thread's frame chain at the instant it is sampled (a
  * program on the cpu-clock perf events) and at the instant it switches out
- * (tp_btf/sched_switch), while it cannot move, and hands the raw frames to user space.
- * Only reads; the target is never written to.
+ * (raw_tp/sched_switch), while it cannot move, and hands the raw frames to user space.
+ * Only reads; the target is never written to. Kernel fields are read at offsets user
+ * space found (no CO-RE, no tp_btf): libbpf then loads none of the kernel's BTF, which
+ * was half of the start-up time.
  */
 #include "vmlinux.h"
 
-#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
@@ -17,6 +18,9 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set before loading: samples go on to perf (with their stack copy) after the walk. */
 const volatile __u8 pass_samples = 0;
+
+/* Set before loading: where the kernel fields read below are in the running kernel. */
+const volatile struct pytrace_kernel_offsets kernel_offsets = { 0 };
 
 /* tgid -> how to walk it; filled by user space when it finds CPython in a process. */
 struct {
@@ -79,6 +83,40 @@ static __u64 read_u64(__u64 addr, int *err)
 	return v;
 }
 
+/* Kernel fields, at the offsets in @kernel_offsets (a task's or saved registers' memory). */
+static __u64 kernel_u64(const void *base, __u32 offset)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), (const char *)base + offset);
+	return v;
+}
+
+static __u32 kernel_u32(const void *base, __u32 offset)
+{
+	__u32 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), (const char *)base + offset);
+	return v;
+}
+
+/* A task's thread id and process id, as user space calls them. */
+static __u32 task_tid(const void *task)
+{
+	return kernel_u32(task, kernel_offsets.task_pid);
+}
+
+static __u32 task_tgid(const void *task)
+{
+	return kernel_u32(task, kernel_offsets.task_tgid);
+}
+
+/* The user registers of the current task, saved on its kernel stack. */
+static const void *current_user_regs(void)
+{
+	return (const void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
 #define MAX_THREAD_SEARCH 64
 
 /*
@@ -87,8 +125,8 @@ static __u64 read_u64(__u64 addr, int *err)
  */
 static __u64 find_tstate(const struct pytrace_py_cfg *cfg, __u32 tid)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 want = cfg->id_is_native ? tid : BPF_CORE_READ(task, thread.fsbase);
+	const void *task = (const void *)bpf_get_current_task();
+	__u64 want = cfg->id_is_native ? tid : kernel_u64(task, kernel_offsets.task_fsbase);
 	__u64 interp, tstate;
 	int err = 0, i;
 
@@ -143,19 +181,19 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	e->user_ip = e->user_sp = 0;
 	e->syscall = -1;
 	if (kind == PYTRACE_EV_SAMPLE && pass_samples) {
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		const void *regs = current_user_regs();
 
-		e->user_ip = BPF_CORE_READ(regs, ip);
-		e->user_sp = BPF_CORE_READ(regs, sp);
+		e->user_ip = kernel_u64(regs, kernel_offsets.regs_ip);
+		e->user_sp = kernel_u64(regs, kernel_offsets.regs_sp);
 	} else if (kind == PYTRACE_EV_SWITCH) {
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		const void *regs = current_user_regs();
 
 		/*
 		 * In a system call, ax holds -ENOSYS until it returns and orig_ax its number;
 		 * an exception's error code also lands in orig_ax, hence the first test.
 		 */
-		if ((__s64)BPF_CORE_READ(regs, ax) == -38)
-			e->syscall = (__s64)BPF_CORE_READ(regs, orig_ax);
+		if ((__s64)kernel_u64(regs, kernel_offsets.regs_ax) == -38)
+			e->syscall = (__s64)kernel_u64(regs, kernel_offsets.regs_orig_ax);
 	}
 	frame = read_u64(tstate + cfg->tstate_frame, &err);
 	if (cfg->via_cframe && frame)
@@ -219,14 +257,14 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	return pass_samples;
 }
 
-SEC("tp_btf/sched_switch")
+SEC("raw_tp/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	__u32 tid = BPF_CORE_READ(prev, pid), zero = 0, *read = bpf_map_lookup_elem(&switch_read, &zero);
+	__u32 tid = task_tid(prev), zero = 0, *read = bpf_map_lookup_elem(&switch_read, &zero);
 
 	/* prev is still the current task here: its user memory is readable. */
-	if (walk_and_send(PYTRACE_EV_SWITCH, BPF_CORE_READ(prev, tgid), tid))
+	if (walk_and_send(PYTRACE_EV_SWITCH, task_tgid(prev), tid))
 		tid = 0;
 	if (read)
 		*read = tid;
@@ -258,11 +296,11 @@ int on_switch_sample(struct bpf_perf_event_data *ctx)
  * thread's state at the same address. Known here at once, so the child's first samples
  * are read at sample time too, before user space has seen the fork.
  */
-SEC("tp_btf/sched_process_fork")
+SEC("raw_tp/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
-	__u32 ptid = BPF_CORE_READ(parent, pid), ctid = BPF_CORE_READ(child, pid);
+	__u32 ptgid = task_tgid(parent), ctgid = task_tgid(child);
+	__u32 ptid = task_tid(parent), ctid = task_tid(child);
 	struct pytrace_py_cfg *cfg;
 	__u64 *tstate;
 
@@ -280,10 +318,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 }
 
 /* A new image: the old one's offsets and thread states mean nothing in it. */
-SEC("tp_btf/sched_process_exec")
+SEC("raw_tp/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	__u32 tgid = BPF_CORE_READ(p, tgid), tid = BPF_CORE_READ(p, pid), old = old_pid;
+	__u32 tgid = task_tgid(p), tid = task_tid(p), old = old_pid;
 
 	bpf_map_delete_elem(&py_cfg, &tgid);
 	bpf_map_delete_elem(&tstates, &tid);
@@ -292,10 +330,10 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 }
 
 /* A thread ended: it is never sampled again; nor is its process when it was the last. */
-SEC("tp_btf/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 {
-	__u32 tgid = BPF_CORE_READ(p, tgid), tid = BPF_CORE_READ(p, pid);
+	__u32 tgid = task_tgid(p), tid = task_tid(p);
 
 	bpf_map_delete_elem(&tstates, &tid);
 	if (group_dead)
