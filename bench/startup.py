@@ -7,8 +7,10 @@ CLOCK_MONOTONIC when its main code starts and when it is about to exit. For each
   CMD's first stamp: how late the command starts;
 - tail: from CMD's last stamp to the launcher's wait4() returning: how long the tool
   takes after the command ended (bare: the exit itself);
-- cpu before: the tool's CPU time when CMD starts (its main thread's, read by CMD from
-  /proc/PPID/schedstat; the only thread the tool has then);
+- cpu before: the tool's CPU time when CMD starts, read by CMD from /proc/PPID/schedstat
+  (the main thread's: all of the tool's for the C stamp, which starts before the tool
+  starts another thread; with --python, when the first line runs, so the main thread's
+  work during the interpreter's start-up too, not the drainer thread's);
 - cpu: user + system time of the whole tree from wait4()'s rusage (the tool and CMD).
 Configurations run in turn (bare, --backend bpf, --backend perf, rotated each round so
 none always goes first); prints medians with min-max. Needs root for --backend bpf.
