@@ -1,12 +1,17 @@
-/* Finding kernel fields in BTF: blobs written with libbpf's BTF writer, and this kernel's. */
+/*
+ * Finding kernel fields in BTF: blobs written with libbpf's BTF writer, and this kernel's.
+ * mmap is wrapped (-Wl,--wrap=mmap) to take the path of kernels that can't map the file.
+ */
 #include <errno.h>
 #include <linux/types.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/user.h>
 #include <unistd.h>
 
@@ -15,6 +20,21 @@
 #include <linux/btf.h>
 
 #include "../../sampler/kernel_layout.h"
+#include "../common/support.h"
+
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t offset);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t offset);
+
+static bool mmap_fails; /* as it does for /sys/kernel/btf/vmlinux before Linux 6.16 */
+
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t offset)
+{
+	if (mmap_fails) {
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	return __real_mmap(addr, len, prot, flags, fd, offset);
+}
 
 /* How the test kernel is laid out; each case changes one thing. */
 struct shape {
@@ -172,12 +192,40 @@ static void test_kernel_layout__rejects_malformed_data(void **state)
 	free(data);
 }
 
+/* A BTF file, mapped or, where mapping fails, read: the same fields either way. */
+static void test_kernel_layout__reads_files_mapped_or_not(void **state)
+{
+	struct shape shape = { .randomized = true };
+	struct pytrace_kernel_offsets mapped, read;
+	char *dir = support_tempdir(), path[4096];
+	size_t size;
+	void *data = make_btf(&shape, &size);
+	FILE *f;
+
+	(void)state;
+	assert_non_null(dir);
+	snprintf(path, sizeof(path), "%s/vmlinux", dir);
+	f = fopen(path, "we");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, size, f), size);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(kernel_layout__read(path, &mapped), 0);
+	mmap_fails = true;
+	assert_int_equal(kernel_layout__read(path, &read), 0);
+	mmap_fails = false;
+	assert_memory_equal(&mapped, &read, sizeof(read));
+	assert_int_equal(read.task_fsbase, 32 + 64 + 16);
+	free(data);
+	support_rmdir(dir);
+}
+
 /* This kernel's own BTF, when it has one: pt_regs as ptrace lays out the user registers. */
 static void test_kernel_layout__reads_running_kernel(void **state)
 {
 	struct pytrace_kernel_offsets o;
 
 	(void)state;
+	mmap_fails = false; /* even after a failed case above */
 	assert_int_equal(kernel_layout__read("/nonexistent/vmlinux", &o), -ENOENT);
 	if (access("/sys/kernel/btf/vmlinux", R_OK))
 		skip();
@@ -196,6 +244,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_layout__finds_fields),
 		cmocka_unit_test(test_kernel_layout__refuses_what_it_cannot_read),
 		cmocka_unit_test(test_kernel_layout__rejects_malformed_data),
+		cmocka_unit_test(test_kernel_layout__reads_files_mapped_or_not),
 		cmocka_unit_test(test_kernel_layout__reads_running_kernel),
 	};
 
