@@ -53,6 +53,7 @@ $(BUILD)/tobj/%.o: %.c
 
 # Tests that inject failures wrap syscalls at link time.
 WRAP_test_out := -Wl,--wrap=write -Wl,--wrap=ftruncate
+WRAP_test_kernel_layout := -Wl,--wrap=mmap
 
 $(BUILD)/tests/%: $(BUILD)/tobj/tests/%.o $(TLIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -93,9 +94,14 @@ $(BUILD)/bench/cpu_bound: bench/cpu_bound.c
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
 
-bench: pytrace-sample $(BUILD)/bench/cpu_bound
+$(BUILD)/bench/stamp: bench/stamp.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
+
+bench: pytrace-sample $(BUILD)/bench/cpu_bound $(BUILD)/bench/stamp
 	python3 bench/perf_overhead.py
 	python3 bench/python_split.py
+	python3 bench/startup.py
 
 # The tool itself under ASan+UBSan, for a second end-to-end pass (tests/run.sh).
 ASAN_OBJS := $(LIB_SRCS:%.c=$(BUILD)/aobj/%.o) $(CLI_SRCS:%.c=$(BUILD)/aobj/%.o)

@@ -2,12 +2,13 @@
 /*
  * Kernel side: walks a Python thread's frame chain at the instant it is sampled (a
  * program on the cpu-clock perf events) and at the instant it switches out
- * (tp_btf/sched_switch), while it cannot move, and hands the raw frames to user space.
- * Only reads; the target is never written to.
+ * (raw_tp/sched_switch), while it cannot move, and hands the raw frames to user space.
+ * Only reads; the target is never written to. Kernel fields are read at offsets user
+ * space found (no CO-RE, no tp_btf): libbpf then loads none of the kernel's BTF, which
+ * was half of the start-up time.
  */
 #include "vmlinux.h"
 
-#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
@@ -18,9 +19,19 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set before loading: samples go on to perf (with their stack copy) after the walk. */
 const volatile __u8 pass_samples = 0;
 
+/* Set before loading: where the kernel fields read below are in the running kernel. */
+const volatile struct pytrace_kernel_offsets kernel_offsets = { 0 };
+
+/*
+ * The two hash maps are not preallocated: a preallocated 65,536-entry map took 12-18 ms
+ * to create, a third of the start-up left. Tracing programs may use such maps since
+ * Linux 6.1; an element that cannot be had in a hurry is looked for again next time.
+ */
+
 /* tgid -> how to walk it; filled by user space when it finds CPython in a process. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, struct pytrace_py_cfg);
@@ -29,6 +40,7 @@ struct {
 /* tid -> its PyThreadState address; kept current by user space, copied at fork. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -79,7 +91,67 @@ static __u64 read_u64(__u64 addr, int *err)
 	return v;
 }
 
+/* Kernel fields, at the offsets in @kernel_offsets (a task's or saved registers' memory). */
+static __u64 kernel_u64(const void *base, __u32 offset)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), (const char *)base + offset);
+	return v;
+}
+
+static __u32 kernel_u32(const void *base, __u32 offset)
+{
+	__u32 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), (const char *)base + offset);
+	return v;
+}
+
+/* A task's thread id and process id, as user space calls them. */
+static __u32 task_tid(const void *task)
+{
+	return kernel_u32(task, kernel_offsets.task_pid);
+}
+
+static __u32 task_tgid(const void *task)
+{
+	return kernel_u32(task, kernel_offsets.task_tgid);
+}
+
+/* The user registers of the current task, saved on its kernel stack. */
+static const void *current_user_regs(void)
+{
+	return (const void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
 #define MAX_THREAD_SEARCH 64
+
+/* Where a search of the interpreter's thread list stands, between check_thread() calls. */
+struct thread_search {
+	const struct pytrace_py_cfg *cfg;
+	__u64 want;   /* the thread's id as the interpreter stores it */
+	__u64 tstate; /* the state to check next; the one found when @found */
+	int err;
+	int found;
+};
+
+/* A bpf_loop() body (checked once by the verifier): checks one thread state; 1 ends. */
+static long check_thread(__u32 i, void *arg)
+{
+	struct thread_search *t = arg;
+	__u64 id = read_u64(t->tstate + t->cfg->tstate_id, &t->err);
+
+	(void)i;
+	if (t->cfg->id_is_native)
+		id = (__u32)id;
+	if (!t->err && id == t->want) {
+		t->found = 1;
+		return 1;
+	}
+	t->tstate = read_u64(t->tstate + t->cfg->tstate_next, &t->err);
+	return !t->tstate || t->err;
+}
 
 /*
  * A thread not seen before (user space learns thread states only when it reads them):
@@ -87,28 +159,62 @@ static __u64 read_u64(__u64 addr, int *err)
  */
 static __u64 find_tstate(const struct pytrace_py_cfg *cfg, __u32 tid)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 want = cfg->id_is_native ? tid : BPF_CORE_READ(task, thread.fsbase);
-	__u64 interp, tstate;
-	int err = 0, i;
+	const void *task = (const void *)bpf_get_current_task();
+	struct thread_search t = { .cfg = cfg };
+	__u64 interp;
 
-	interp = read_u64(cfg->runtime + cfg->runtime_interpreters_head, &err);
-	if (err || !interp)
+	t.want = cfg->id_is_native ? tid : kernel_u64(task, kernel_offsets.task_fsbase);
+	interp = read_u64(cfg->runtime + cfg->runtime_interpreters_head, &t.err);
+	if (t.err || !interp)
 		return 0;
-	tstate = read_u64(interp + cfg->interp_threads_head, &err);
-	for (i = 0; i < MAX_THREAD_SEARCH && tstate && !err; i++) {
-		__u64 id = read_u64(tstate + cfg->tstate_id, &err);
+	t.tstate = read_u64(interp + cfg->interp_threads_head, &t.err);
+	if (t.tstate && !t.err)
+		bpf_loop(MAX_THREAD_SEARCH, check_thread, &t, 0);
+	if (!t.found)
+		return 0;
+	bpf_map_update_elem(&tstates, &tid, &t.tstate, BPF_ANY);
+	count(PYTRACE_STAT_THREADS_FOUND);
+	return t.tstate;
+}
 
-		if (cfg->id_is_native)
-			id = (__u32)id;
-		if (!err && id == want) {
-			bpf_map_update_elem(&tstates, &tid, &tstate, BPF_ANY);
-			count(PYTRACE_STAT_THREADS_FOUND);
-			return tstate;
-		}
-		tstate = read_u64(tstate + cfg->tstate_next, &err);
-	}
-	return 0;
+/* Where a frame walk stands, between calls of read_frame(). */
+struct frame_walk {
+	const struct pytrace_py_cfg *cfg;
+	struct pytrace_event *e;
+	__u64 frame; /* the next frame to read; 0 at the end of the chain */
+	int err;
+};
+
+/*
+ * Reads frame @i of a walk and steps to the one before it; 1 ends the walk. A loop body
+ * for bpf_loop(), which the verifier checks once: as an open-coded loop of 64 rounds it
+ * was checked round by round (35,000 instructions, ~15 ms of start-up per program).
+ */
+static long read_frame(__u32 i, void *arg)
+{
+	struct frame_walk *w = arg;
+	const struct pytrace_py_cfg *cfg = w->cfg;
+	struct pytrace_raw_frame *f;
+	__u64 code;
+
+	if (i >= PYTRACE_BPF_MAX_FRAMES)
+		return 1;
+	f = &w->e->frames[i];
+	code = read_u64(w->frame + cfg->frame_code, &w->err);
+	if (cfg->code_tagged)
+		code &= ~3ULL;
+	f->code = code;
+	f->instr = read_u64(w->frame + cfg->frame_instr, &w->err);
+	f->owner = 0;
+	if (cfg->frame_owner)
+		bpf_probe_read_user(&f->owner, 1, (const void *)(w->frame + cfg->frame_owner));
+	f->fingerprint = 0;
+	if (code)
+		f->fingerprint = read_u64(code + cfg->code_filename, &w->err) ^
+				 (read_u64(code + cfg->code_name, &w->err) << 1);
+	w->e->nframes = i + 1;
+	w->frame = read_u64(w->frame + cfg->frame_previous, &w->err);
+	return !w->frame || w->err;
 }
 
 /*
@@ -120,8 +226,8 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 {
 	struct pytrace_py_cfg *cfg;
 	struct pytrace_event *e;
-	__u64 *known, tstate, frame, size;
-	int err = 0, i;
+	struct frame_walk w = { 0 };
+	__u64 *known, tstate, size;
 
 	cfg = bpf_map_lookup_elem(&py_cfg, &tgid);
 	if (!cfg)
@@ -143,42 +249,28 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	e->user_ip = e->user_sp = 0;
 	e->syscall = -1;
 	if (kind == PYTRACE_EV_SAMPLE && pass_samples) {
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		const void *regs = current_user_regs();
 
-		e->user_ip = BPF_CORE_READ(regs, ip);
-		e->user_sp = BPF_CORE_READ(regs, sp);
+		e->user_ip = kernel_u64(regs, kernel_offsets.regs_ip);
+		e->user_sp = kernel_u64(regs, kernel_offsets.regs_sp);
 	} else if (kind == PYTRACE_EV_SWITCH) {
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		const void *regs = current_user_regs();
 
 		/*
 		 * In a system call, ax holds -ENOSYS until it returns and orig_ax its number;
 		 * an exception's error code also lands in orig_ax, hence the first test.
 		 */
-		if ((__s64)BPF_CORE_READ(regs, ax) == -38)
-			e->syscall = (__s64)BPF_CORE_READ(regs, orig_ax);
+		if ((__s64)kernel_u64(regs, kernel_offsets.regs_ax) == -38)
+			e->syscall = (__s64)kernel_u64(regs, kernel_offsets.regs_orig_ax);
 	}
-	frame = read_u64(tstate + cfg->tstate_frame, &err);
-	if (cfg->via_cframe && frame)
-		frame = read_u64(frame + cfg->cframe_current_frame, &err);
-	for (i = 0; i < PYTRACE_BPF_MAX_FRAMES && frame && !err; i++) {
-		struct pytrace_raw_frame *f = &e->frames[i];
-		__u64 code = read_u64(frame + cfg->frame_code, &err);
-
-		if (cfg->code_tagged)
-			code &= ~3ULL;
-		f->code = code;
-		f->instr = read_u64(frame + cfg->frame_instr, &err);
-		f->owner = 0;
-		if (cfg->frame_owner)
-			bpf_probe_read_user(&f->owner, 1, (const void *)(frame + cfg->frame_owner));
-		f->fingerprint = 0;
-		if (code)
-			f->fingerprint = read_u64(code + cfg->code_filename, &err) ^
-					 (read_u64(code + cfg->code_name, &err) << 1);
-		e->nframes = i + 1;
-		frame = read_u64(frame + cfg->frame_previous, &err);
-	}
-	if (err) {
+	w.cfg = cfg;
+	w.e = e;
+	w.frame = read_u64(tstate + cfg->tstate_frame, &w.err);
+	if (cfg->via_cframe && w.frame)
+		w.frame = read_u64(w.frame + cfg->cframe_current_frame, &w.err);
+	if (w.frame && !w.err)
+		bpf_loop(PYTRACE_BPF_MAX_FRAMES, read_frame, &w, 0);
+	if (w.err) {
 		count(PYTRACE_STAT_READ_ERRORS);
 		return -1;
 	}
@@ -186,7 +278,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 		count(PYTRACE_STAT_NO_FRAMES);
 		return -1;
 	}
-	e->truncated = frame != 0;
+	e->truncated = w.frame != 0;
 	size = PYTRACE_EVENT_HEADER_SIZE + (__u64)e->nframes * sizeof(e->frames[0]);
 	if (size > sizeof(*e))
 		size = sizeof(*e);
@@ -219,14 +311,14 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	return pass_samples;
 }
 
-SEC("tp_btf/sched_switch")
+SEC("raw_tp/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	__u32 tid = BPF_CORE_READ(prev, pid), zero = 0, *read = bpf_map_lookup_elem(&switch_read, &zero);
+	__u32 tid = task_tid(prev), zero = 0, *read = bpf_map_lookup_elem(&switch_read, &zero);
 
 	/* prev is still the current task here: its user memory is readable. */
-	if (walk_and_send(PYTRACE_EV_SWITCH, BPF_CORE_READ(prev, tgid), tid))
+	if (walk_and_send(PYTRACE_EV_SWITCH, task_tgid(prev), tid))
 		tid = 0;
 	if (read)
 		*read = tid;
@@ -258,11 +350,11 @@ int on_switch_sample(struct bpf_perf_event_data *ctx)
  * thread's state at the same address. Known here at once, so the child's first samples
  * are read at sample time too, before user space has seen the fork.
  */
-SEC("tp_btf/sched_process_fork")
+SEC("raw_tp/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
-	__u32 ptid = BPF_CORE_READ(parent, pid), ctid = BPF_CORE_READ(child, pid);
+	__u32 ptgid = task_tgid(parent), ctgid = task_tgid(child);
+	__u32 ptid = task_tid(parent), ctid = task_tid(child);
 	struct pytrace_py_cfg *cfg;
 	__u64 *tstate;
 
@@ -280,10 +372,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 }
 
 /* A new image: the old one's offsets and thread states mean nothing in it. */
-SEC("tp_btf/sched_process_exec")
+SEC("raw_tp/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	__u32 tgid = BPF_CORE_READ(p, tgid), tid = BPF_CORE_READ(p, pid), old = old_pid;
+	__u32 tgid = task_tgid(p), tid = task_tid(p), old = old_pid;
 
 	bpf_map_delete_elem(&py_cfg, &tgid);
 	bpf_map_delete_elem(&tstates, &tid);
@@ -292,10 +384,10 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 }
 
 /* A thread ended: it is never sampled again; nor is its process when it was the last. */
-SEC("tp_btf/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 {
-	__u32 tgid = BPF_CORE_READ(p, tgid), tid = BPF_CORE_READ(p, pid);
+	__u32 tgid = task_tgid(p), tid = task_tid(p);
 
 	bpf_map_delete_elem(&tstates, &tid);
 	if (group_dead)

@@ -29,6 +29,22 @@ struct pytrace_py_cfg {
 	__u8 pad[5];
 };
 
+/*
+ * Byte offsets of the kernel fields the programs read, found by user space in the running
+ * kernel's BTF (sampler/kernel_layout.c) and set before loading: the programs then need
+ * no CO-RE relocations, so libbpf never loads all of the kernel's BTF.
+ */
+struct pytrace_kernel_offsets {
+	__u32 task_pid;	   /* task_struct.pid */
+	__u32 task_tgid;   /* task_struct.tgid */
+	__u32 task_fsbase; /* task_struct.thread.fsbase */
+	__u32 regs_ip;	   /* pt_regs.ip, .sp, .ax, .orig_ax */
+	__u32 regs_sp;
+	__u32 regs_ax;
+	__u32 regs_orig_ax;
+	__u32 pad;
+};
+
 /* One frame as read in the kernel; user space turns it into names and lines. */
 struct pytrace_raw_frame {
 	__u64 code;

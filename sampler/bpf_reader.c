@@ -8,7 +8,10 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "kernel_layout.h"
 #include "pytrace.skel.h"
+
+#define KERNEL_BTF "/sys/kernel/btf/vmlinux"
 
 struct bpf_reader {
 	struct pytrace_bpf *skel;
@@ -57,6 +60,14 @@ struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches)
 		goto out_free;
 	}
 	b->skel->rodata->pass_samples = pass_samples;
+	/* Where the few kernel fields read are: the programs are built without CO-RE. */
+	err = kernel_layout__read(KERNEL_BTF, &b->skel->rodata->kernel_offsets);
+	if (err == -ESRCH || err == -EINVAL) {
+		pr_info("%s does not describe task_struct and pt_regs as expected", KERNEL_BTF);
+		err = -EOPNOTSUPP;
+	}
+	if (err)
+		goto out_destroy;
 	bpf_program__set_autoload(b->skel->progs.on_switch, read_switches);
 	err = pytrace_bpf__load(b->skel);
 	if (err)
