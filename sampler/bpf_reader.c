@@ -94,8 +94,15 @@ void bpf_reader__free(struct bpf_reader *b)
 {
 	if (!b)
 		return;
-	while (b->nlinks)
-		bpf_link__destroy(b->links[--b->nlinks]);
+	/*
+	 * A perf-event link closes its event's fd when destroyed, but the fds are the
+	 * sampler's, closed by it (maybe already, and their numbers reused by then):
+	 * disconnected, the link is only freed; the program goes with the event's fd.
+	 */
+	while (b->nlinks) {
+		bpf_link__disconnect(b->links[--b->nlinks]);
+		bpf_link__destroy(b->links[b->nlinks]);
+	}
 	free(b->links);
 	ring_buffer__free(b->ring);
 	pytrace_bpf__destroy(b->skel);
