@@ -323,6 +323,8 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 	 */
 	l->long_tagged = true;
 	l->dicts = CPYTHON_DICTS_311;
+	if (!plausible(l->gil_locked) || !plausible(l->gil_last_holder))
+		l->interp_gil = 0; /* the GIL is not read; frames still are */
 	if (minor == 13) {
 		l->names_supported = true;
 		l->managed = CPYTHON_MANAGED_313;

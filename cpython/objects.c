@@ -81,7 +81,8 @@ static int read_keys(const struct cpython_layout *l, const struct cpython_mem *m
 		int64_t nentries;
 
 		memcpy(&nentries, head + 24, 8);
-		if (log2_size < 3 || (1ULL << log2_size) > CPYTHON_MAX_DICT_ENTRIES * 2 ||
+		if (log2_size < 3 || log2_size > 17 ||
+		    (1ULL << log2_size) > CPYTHON_MAX_DICT_ENTRIES * 2 ||
 		    log2_index_bytes < log2_size || log2_index_bytes > log2_size + 3 || kind > 2 ||
 		    nentries < 0 || nentries > (1LL << log2_size))
 			return -EINVAL;

@@ -17,6 +17,7 @@ from tracefile import ROOT, run_tool
 
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_park.py")
 RECURSE = os.path.join(ROOT, "tests", "fixtures", "py_recurse.py")
+NAMES = os.path.join(ROOT, "tests", "fixtures", "py_names.py")
 
 
 def parse_dump(text):
@@ -33,8 +34,109 @@ def parse_dump(text):
     return threads
 
 
+def parse_names(text):
+    """{pid: {"process": name or None, "gil": line, "threads": {tid: (name, holds)}}}."""
+    procs, current = {}, None
+    for line in text.splitlines():
+        m = re.match(r"Process (\d+): ", line)
+        if m:
+            current = procs.setdefault(int(m.group(1)), {"process": None, "gil": None,
+                                                          "threads": {}})
+            continue
+        if current is None:
+            continue
+        m = re.match(r'  multiprocessing name: (?:"(.*)"|(unreadable))$', line)
+        if m:
+            current["process"] = m.group(1) if m.group(1) is not None else m.group(2)
+            continue
+        m = re.match(r"  GIL: (.*)$", line)
+        if m:
+            current["gil"] = m.group(1)
+            continue
+        m = re.match(r'  Thread (\d+) \([^)]*\)(?: "(.*?)"| (\[name unreadable\]))?'
+                     r"( holding the GIL)?(?::.*)?$", line)
+        if m:
+            name = m.group(2) if m.group(2) is not None else m.group(3)
+            current["threads"][int(m.group(1))] = (name, bool(m.group(4)))
+    return procs
+
+
 class DumpMatchesInterpreter(unittest.TestCase):
     pass
+
+
+class DumpNames(unittest.TestCase):
+    """Names as threading and multiprocessing give them, and the GIL's holder: three
+    named threads (one renamed after start), a Pool's helper threads and its workers
+    (fork and spawn), on every interpreter. The fixture writes its own view."""
+
+
+HELPER = re.compile(r"Thread-\d+ \(_handle_(workers|tasks|results)\)$")
+OLD_HELPER = re.compile(r"Thread-\d+$")  # before 3.10 the target is not in the name
+
+
+def start_names_fixture(python, method, d):
+    out = os.path.join(d, "view.json")
+    target = subprocess.Popen([python, NAMES, out, method], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while not os.path.exists(out) and time.time() < deadline and target.poll() is None:
+        time.sleep(0.05)
+    with open(out, encoding="utf-8") as f:
+        return target, json.load(f)
+
+
+def make_names_test(python, method):
+    def test(self):
+        with tempfile.TemporaryDirectory() as d:
+            target, view = start_names_fixture(python, method, d)
+            try:
+                held, dumps = 0, 10
+                for i in range(dumps):
+                    p = run_tool(["dump", "-p", str(target.pid)])
+                    self.assertEqual(p.returncode, 0, p.stderr)
+                    procs = parse_names(p.stdout)
+                    main = procs[target.pid]
+                    threads = main["threads"]
+                    self.assertEqual(main["process"], "MainProcess", p.stdout[:3000])
+                    # Every thread the fixture knows, by its name; no other names.
+                    for tid, name in view["threads"].items():
+                        self.assertIn(int(tid), threads, p.stdout[:3000])
+                        self.assertEqual(threads[int(tid)][0], name, p.stdout[:3000])
+                    helpers = [n for n, _ in threads.values()
+                               if n not in ("MainThread", "crunch-1", "sleeper",
+                                            "renamed-\u00fc")]
+                    self.assertEqual(len(helpers), 3, p.stdout[:3000])
+                    new_style = int(re.search(r"Python 3\.(\d+)", p.stdout).group(1)) >= 10
+                    for n in helpers:
+                        self.assertRegex(n, HELPER if new_style else OLD_HELPER)
+                    if new_style:
+                        self.assertEqual(sorted(HELPER.match(n).group(1) for n in helpers),
+                                         ["results", "tasks", "workers"])
+                    for pid, name in view["workers"].items():
+                        self.assertIn(int(pid), procs, p.stdout[:3000])
+                        self.assertEqual(procs[int(pid)]["process"], name)
+                        self.assertRegex(name, r"%sPoolWorker-\d+$" % method.capitalize())
+                    # At most one holder, and the GIL line agrees with it.
+                    holders = [t for t, (_, h) in threads.items() if h]
+                    self.assertLessEqual(len(holders), 1, p.stdout[:3000])
+                    if holders:
+                        self.assertEqual(main["gil"], "held by thread %d" % holders[0])
+                    else:
+                        self.assertIsNotNone(main["gil"])
+                        self.assertNotEqual(main["gil"], "unreadable", p.stdout[:3000])
+                    held += holders == [view["spinner"]]
+                # The spinner runs pure Python while every other thread sleeps or waits.
+                self.assertGreaterEqual(held, dumps * 6 // 10,
+                                        "crunch-1 held the GIL in %d of %d dumps" % (held, dumps))
+            finally:
+                target.stdin.close()  # the fixture terminates its pool and exits
+                try:
+                    target.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    target.kill()
+                    target.wait()
+    return test
 
 
 class DumpOfRunningThread(unittest.TestCase):
@@ -111,6 +213,9 @@ for _label, _python in interpreters():
             make_running_test(_python))
     setattr(DumpMatchesInterpreter, "test_dump_" + _label.replace(".", "_").replace("-", "_"),
             make_test(_label, _python))
+    for _method in ("fork", "spawn"):
+        setattr(DumpNames, "test_%s_%s" % (_method, _label.replace(".", "_").replace("-", "_")),
+                make_names_test(_python, _method))
 
 
 class DumpErrors(unittest.TestCase):
