@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "../cpython/cpython.h"
 #include "../sampler/sampler.h"
@@ -17,7 +18,25 @@ struct dump_names {
 	int nthreads; /* or -errno: threading's names could not be read */
 	struct cpython_gil_holder gil;
 	int gil_err;
+	struct cpython_gil_addrs gil_addrs; /* all 0 when unknown */
 };
+
+/* The futex word thread @tid is blocked on (from /proc: futex(2)'s first argument), or 0. */
+static uint64_t futex_waited_on(pid_t pid, uint32_t tid)
+{
+	unsigned long long nr, uaddr;
+	char path[64];
+	FILE *f;
+	int got;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/syscall", pid, tid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	got = fscanf(f, "%llu 0x%llx", &nr, &uaddr);
+	fclose(f);
+	return got == 2 && nr == SYS_futex ? uaddr : 0;
+}
 
 /* ` "name"`, ` [name unreadable]` or nothing (not a threading thread) for @tid. */
 static void print_thread_name(const struct dump_names *names, uint32_t tid)
@@ -32,6 +51,22 @@ static void print_thread_name(const struct dump_names *names, uint32_t tid)
 		else if (names->threads[i].err != -ENOENT)
 			printf(" [name unreadable]");
 		return;
+	}
+}
+
+/* What a thread blocked on futex word @uaddr waits for, when it is part of the GIL. */
+static void print_gil_wait(const struct cpython_gil_addrs *gil, uint64_t uaddr)
+{
+	switch (cpython_gil_futex(gil, uaddr)) {
+	case CPYTHON_GIL_COND:
+	case CPYTHON_GIL_MUTEX:
+		printf(" waiting for the GIL");
+		break;
+	case CPYTHON_GIL_SWITCH:
+		printf(" waiting for another thread to take the GIL");
+		break;
+	case CPYTHON_GIL_NONE:
+		break;
 	}
 }
 
@@ -63,6 +98,8 @@ static void print_thread(struct cpython_process *p, const struct dump_names *nam
 	print_thread_name(names, tid);
 	if (!names->gil_err && names->gil.locked && names->gil.tid == tid)
 		printf(" holding the GIL");
+	else
+		print_gil_wait(&names->gil_addrs, futex_waited_on(p->pid, tid));
 	printf("%s\n", n == 0	      ? ": no Python frames"
 		       : n == -EAGAIN ? ": its stack changed under every read"
 		       : n < 0	      ? ": unreadable"
@@ -101,6 +138,8 @@ static void print_names(struct cpython_process *p, struct dump_names *names)
 		names->threads ? cpython_thread_names(p, NULL, names->threads, CPYTHON_MAX_THREADS)
 			       : -ENOMEM;
 	names->gil_err = cpython_gil_holder(p, NULL, &names->gil);
+	if (cpython_gil_addrs(p, NULL, &names->gil_addrs))
+		memset(&names->gil_addrs, 0, sizeof(names->gil_addrs));
 	if (names->gil_err)
 		printf("  GIL: unreadable\n");
 	else if (!names->gil.locked)

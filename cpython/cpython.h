@@ -76,7 +76,7 @@ struct cpython_layout {
 	uint64_t interp_modules; /* sys.modules: interp->modules or interp->imports.modules */
 	uint64_t runtime_gil;	 /* <= 3.11: the GIL inside _PyRuntime (ceval.gil) */
 	uint64_t interp_gil;	 /* 3.12+: interp->ceval.gil, a pointer to it */
-	uint64_t gil_locked, gil_last_holder, gil_cond, gil_mutex; /* in the GIL */
+	uint64_t gil_locked, gil_last_holder, gil_cond, gil_mutex, gil_switch_cond; /* in it */
 	uint64_t type_flags, type_basicsize, type_dictoffset, heaptype_cached_keys;
 	uint64_t dict_keys, dict_values;
 	uint64_t values_items; /* PyDictValues: 0 before 3.13, 8 after its header */
@@ -320,11 +320,25 @@ struct cpython_gil_addrs {
 	uint64_t state;		      /* struct _gil_runtime_state */
 	uint64_t locked, last_holder; /* int, PyThreadState * */
 	uint64_t cond, mutex;	      /* pthread_cond_t, pthread_mutex_t */
+	uint64_t switch_cond;	      /* pthread_cond_t: a dropper waits for a taker here */
 };
 
 /* The main interpreter's GIL. 0, -ENOTSUP (unknown layout) or -errno. */
 int cpython_gil_addrs(struct cpython_process *p, const struct cpython_mem *mem,
 		      struct cpython_gil_addrs *out);
+
+enum cpython_gil_part {
+	CPYTHON_GIL_NONE,
+	CPYTHON_GIL_COND,   /* take_gil() waits here for the holder to drop it */
+	CPYTHON_GIL_MUTEX,  /* the mutex guarding the GIL's state, held briefly */
+	CPYTHON_GIL_SWITCH, /* drop_gil() waits here until another thread took it */
+};
+
+/*
+ * Whether the futex word at @uaddr (a thread blocked in futex(2) on it) lies inside the
+ * GIL's condition variable or mutex: that thread waits for the GIL, not for a lock.
+ */
+enum cpython_gil_part cpython_gil_futex(const struct cpython_gil_addrs *gil, uint64_t uaddr);
 
 struct cpython_gil_holder {
 	bool locked;

@@ -1,5 +1,6 @@
 /* Where a process keeps its GIL, and which thread holds it right now. */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "cpython.h"
@@ -36,6 +37,7 @@ int cpython_gil_addrs(struct cpython_process *p, const struct cpython_mem *mem,
 	out->last_holder = state + l->gil_last_holder;
 	out->cond = l->gil_cond ? state + l->gil_cond : 0;
 	out->mutex = l->gil_mutex ? state + l->gil_mutex : 0;
+	out->switch_cond = l->gil_switch_cond ? state + l->gil_switch_cond : 0;
 	return 0;
 }
 
@@ -75,4 +77,17 @@ int cpython_gil_holder(struct cpython_process *p, const struct cpython_mem *mem,
 			out->tid = cpython_thread_tid(p, out->tstate);
 	}
 	return 0;
+}
+
+enum cpython_gil_part cpython_gil_futex(const struct cpython_gil_addrs *gil, uint64_t uaddr)
+{
+	/* The target runs on our ABI (x86-64 glibc): its pthread types are the size of ours. */
+	if (gil->cond && uaddr >= gil->cond && uaddr < gil->cond + sizeof(pthread_cond_t))
+		return CPYTHON_GIL_COND;
+	if (gil->mutex && uaddr >= gil->mutex && uaddr < gil->mutex + sizeof(pthread_mutex_t))
+		return CPYTHON_GIL_MUTEX;
+	if (gil->switch_cond && uaddr >= gil->switch_cond &&
+	    uaddr < gil->switch_cond + sizeof(pthread_cond_t))
+		return CPYTHON_GIL_SWITCH;
+	return CPYTHON_GIL_NONE;
 }

@@ -12,9 +12,9 @@
 #define COMMON_OBJECTS                                                                             \
 	.object_type = 8, .type_name = 24, .unicode_state = 32, .unicode_length = 16,              \
 	.bytes_size = 16, .bytes_sval = 32, .names_supported = true, .gil_last_holder = 8,         \
-	.gil_locked = 16, .gil_cond = 32, .gil_mutex = 80, .type_flags = 168,                      \
-	.type_basicsize = 32, .type_dictoffset = 288, .dict_keys = 32, .dict_values = 40,          \
-	.module_dict = 16, .long_size = 16, .long_digits = 24
+	.gil_locked = 16, .gil_cond = 32, .gil_mutex = 80, .gil_switch_cond = 120,                 \
+	.type_flags = 168, .type_basicsize = 32, .type_dictoffset = 288, .dict_keys = 32,          \
+	.dict_values = 40, .module_dict = 16, .long_size = 16, .long_digits = 24
 
 static const struct cpython_layout layout_38_39 = {
 	.runtime_interpreters_head = 32,
@@ -330,6 +330,7 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 		l->managed = CPYTHON_MANAGED_313;
 		l->gil_cond = 32;
 		l->gil_mutex = 80;
+		l->gil_switch_cond = 120;
 		l->type_basicsize = 32;
 		l->type_dictoffset = 288;
 		l->heaptype_cached_keys = 880;

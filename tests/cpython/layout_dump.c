@@ -64,6 +64,7 @@ static void print_layout(const struct cpython_layout *l)
 		P("gil.locked", l->gil_locked);
 		P("gil.cond", l->gil_cond);
 		P("gil.mutex", l->gil_mutex);
+		P("gil.switch_cond", l->gil_switch_cond);
 		P("type.flags", l->type_flags);
 		P("type.basicsize", l->type_basicsize);
 		P("type.dictoffset", l->type_dictoffset);

@@ -112,6 +112,7 @@ int main(void)
 	P("gil.locked", offsetof(struct _gil_runtime_state, locked));
 	P("gil.cond", offsetof(struct _gil_runtime_state, cond));
 	P("gil.mutex", offsetof(struct _gil_runtime_state, mutex));
+	P("gil.switch_cond", offsetof(struct _gil_runtime_state, switch_cond));
 	P("type.flags", offsetof(PyTypeObject, tp_flags));
 	P("type.basicsize", offsetof(PyTypeObject, tp_basicsize));
 	P("type.dictoffset", offsetof(PyTypeObject, tp_dictoffset));

@@ -505,6 +505,13 @@ static void test_names__process(void **state)
 	assert_int_equal(addrs.last_holder, f.gil + 8);
 	assert_int_equal(addrs.cond, f.gil + 32);
 	assert_int_equal(addrs.mutex, f.gil + 80);
+	assert_int_equal(addrs.switch_cond, f.gil + 120);
+	assert_int_equal(cpython_gil_futex(&addrs, f.gil + 32 + 44), CPYTHON_GIL_COND);
+	assert_int_equal(cpython_gil_futex(&addrs, f.gil + 80), CPYTHON_GIL_MUTEX);
+	assert_int_equal(cpython_gil_futex(&addrs, f.gil + 120 + 44), CPYTHON_GIL_SWITCH);
+	assert_int_equal(cpython_gil_futex(&addrs, f.gil + 120 + 48), CPYTHON_GIL_NONE);
+	assert_int_equal(cpython_gil_futex(&addrs, f.gil + 16), CPYTHON_GIL_NONE);
+	assert_int_equal(cpython_gil_futex(&addrs, 0), CPYTHON_GIL_NONE);
 	assert_int_equal(cpython_gil_holder(p, &self_mem, &holder), 0);
 	assert_true(holder.locked);
 	assert_int_equal(holder.tid, WORKER_TID);
