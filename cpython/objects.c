@@ -8,6 +8,7 @@
 #define TPFLAGS_MANAGED_DICT (1UL << 4)	 /* 3.11+ */
 #define ENTRIES_PER_READ 64
 #define MAX_KEY_CHARS 256
+#define MAX_STR_HEAD 64 /* sizeof(PyASCIIObject): 48 before 3.12, 40 after */
 
 static int read_u64(const struct cpython_mem *mem, uint64_t addr, uint64_t *v)
 {
@@ -29,24 +30,28 @@ static bool type_is(const struct cpython_layout *l, const struct cpython_mem *me
 	return !memcmp(got, name, len);
 }
 
-/* Whether the str at @addr is the ASCII string @s (a compact ASCII object of that length). */
+/*
+ * Whether the str at @addr is the ASCII string @s (a compact ASCII object of that length).
+ * One read of head and characters: a key of another length may be shorter than that, but
+ * then a failed read gives the same answer.
+ */
 static bool str_equals(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t addr,
 		       const char *s, size_t len)
 {
-	char data[MAX_KEY_CHARS];
+	uint8_t buf[MAX_STR_HEAD + MAX_KEY_CHARS];
 	uint32_t state;
 	int64_t length;
 
-	if (!addr || len > sizeof(data) ||
-	    mem->read(mem->ctx, addr + l->unicode_state, &state, 4) ||
-	    mem->read(mem->ctx, addr + l->unicode_length, &length, 8))
+	if (!addr || len > MAX_KEY_CHARS || l->unicode_ascii_size > MAX_STR_HEAD ||
+	    l->unicode_state + 4 > l->unicode_ascii_size ||
+	    l->unicode_length + 8 > l->unicode_ascii_size ||
+	    mem->read(mem->ctx, addr, buf, l->unicode_ascii_size + len))
 		return false;
+	memcpy(&state, buf + l->unicode_state, 4);
+	memcpy(&length, buf + l->unicode_length, 8);
 	/* state bits: interned:2 kind:3 compact:1 ascii:1 (3.8 to 3.14). */
-	if (((state >> 2) & 7) != 1 || !((state >> 5) & 1) || !((state >> 6) & 1) ||
-	    length != (int64_t)len)
-		return false;
-	return !mem->read(mem->ctx, addr + l->unicode_ascii_size, data, len) &&
-	       !memcmp(data, s, len);
+	return ((state >> 2) & 7) == 1 && ((state >> 5) & 1) && ((state >> 6) & 1) &&
+	       length == (int64_t)len && !memcmp(buf + l->unicode_ascii_size, s, len);
 }
 
 /* Where a dict keys object keeps its entries, and their shape. */
