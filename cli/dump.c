@@ -121,22 +121,34 @@ static void print_thread(struct cpython_process *p, const struct dump_names *nam
 }
 
 /*
- * Reads and prints the process's multiprocessing name and the GIL's holder, and reads
- * its threads' names into @names for print_thread().
+ * Reads and prints the process's multiprocessing name, and reads its threads' names into
+ * @names for print_thread(); says so when they can't be read at all.
  */
 static void print_names(struct cpython_process *p, struct dump_names *names)
 {
 	char name[CPYTHON_NAME_MAX];
 	int err = cpython_process_name(p, NULL, name, sizeof(name));
 
+	if (err == -ENOTSUP) {
+		printf("  names: not read (the layouts they need are not known for 3.%u)\n",
+		       p->layout.minor);
+		return;
+	}
 	if (!err)
 		printf("  multiprocessing name: \"%s\"\n", name);
-	else if (err != -ENOENT && err != -ENOTSUP)
+	else if (err != -ENOENT)
 		printf("  multiprocessing name: unreadable\n");
 	names->threads = calloc(CPYTHON_MAX_THREADS, sizeof(*names->threads));
 	names->nthreads =
 		names->threads ? cpython_thread_names(p, NULL, names->threads, CPYTHON_MAX_THREADS)
 			       : -ENOMEM;
+	if (names->nthreads < 0 && names->nthreads != -ENOENT)
+		printf("  threading names: unreadable\n");
+}
+
+/* Reads and prints who holds the GIL, and where it is for print_gil_wait(). */
+static void print_gil(struct cpython_process *p, struct dump_names *names)
+{
 	names->gil_err = cpython_gil_holder(p, NULL, &names->gil);
 	if (cpython_gil_addrs(p, NULL, &names->gil_addrs))
 		memset(&names->gil_addrs, 0, sizeof(names->gil_addrs));
@@ -176,6 +188,7 @@ static bool print_process(pid_t pid)
 	}
 	printf("Process %d: %s\n  Python 3.%u\n", pid, cmdline, p->layout.minor);
 	print_names(p, &names);
+	print_gil(p, &names);
 	if (!sampler_list_threads(pid, &tids, &ntids)) {
 		for (i = 0; i < ntids; i++)
 			print_thread(p, &names, (uint32_t)tids[i]);

@@ -74,6 +74,26 @@ class DumpNames(unittest.TestCase):
     named threads (one renamed after start), a Pool's helper threads and its workers
     (fork and spawn), on every interpreter. The fixture writes its own view."""
 
+    def test_without_threading_no_names(self):
+        """Neither threading nor multiprocessing imported: no names, and nothing said to
+        be unreadable."""
+        for label, python in interpreters():
+            target = subprocess.Popen(
+                [python, "-I", "-S", "-c", "import sys, time\n"
+                 "print('threading' in sys.modules, flush=True)\ntime.sleep(30)"],
+                stdout=subprocess.PIPE, text=True)
+            try:
+                self.assertEqual(target.stdout.readline(), "False\n", label)
+                p = run_tool(["dump", "-p", str(target.pid)])
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertNotIn("unreadable", p.stdout, label)
+                self.assertNotIn("multiprocessing name", p.stdout, label)
+                self.assertEqual(parse_names(p.stdout)[target.pid]["threads"],
+                                 {target.pid: (None, False)}, label + p.stdout)
+            finally:
+                target.kill()
+                target.wait()
+
 
 HELPER = re.compile(r"Thread-\d+ \(_handle_(workers|tasks|results)\)$")
 OLD_HELPER = re.compile(r"Thread-\d+$")  # before 3.10 the target is not in the name
