@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "../cpython/cpython.h"
 #include "../sampler/sampler.h"
@@ -11,7 +12,65 @@
 /* Walks of a running thread (each CPYTHON_WALK_TRIES reads) before saying it changed. */
 #define DUMP_WALKS 64
 
-static void print_thread(struct cpython_process *p, uint32_t tid)
+/* What dump knows of a process besides stacks: threading names and the GIL's holder. */
+struct dump_names {
+	struct cpython_thread_name *threads;
+	int nthreads; /* or -errno: threading's names could not be read */
+	struct cpython_gil_holder gil;
+	int gil_err;
+	struct cpython_gil_addrs gil_addrs; /* all 0 when unknown */
+};
+
+/* The futex word thread @tid is blocked on (from /proc: futex(2)'s first argument), or 0. */
+static uint64_t futex_waited_on(pid_t pid, uint32_t tid)
+{
+	unsigned long long nr, uaddr;
+	char path[64];
+	FILE *f;
+	int got;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/syscall", pid, tid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	got = fscanf(f, "%llu 0x%llx", &nr, &uaddr);
+	fclose(f);
+	return got == 2 && nr == SYS_futex ? uaddr : 0;
+}
+
+/* ` "name"`, ` [name unreadable]` or nothing (not a threading thread) for @tid. */
+static void print_thread_name(const struct dump_names *names, uint32_t tid)
+{
+	int i;
+
+	for (i = 0; i < names->nthreads; i++) {
+		if (names->threads[i].tid != tid)
+			continue;
+		if (!names->threads[i].err)
+			printf(" \"%s\"", names->threads[i].name);
+		else if (names->threads[i].err != -ENOENT)
+			printf(" [name unreadable]");
+		return;
+	}
+}
+
+/* What a thread blocked on futex word @uaddr waits for, when it is part of the GIL. */
+static void print_gil_wait(const struct cpython_gil_addrs *gil, uint64_t uaddr)
+{
+	switch (cpython_gil_futex(gil, uaddr)) {
+	case CPYTHON_GIL_COND:
+	case CPYTHON_GIL_MUTEX:
+		printf(" waiting for the GIL");
+		break;
+	case CPYTHON_GIL_SWITCH:
+		printf(" waiting for another thread to take the GIL");
+		break;
+	case CPYTHON_GIL_NONE:
+		break;
+	}
+}
+
+static void print_thread(struct cpython_process *p, const struct dump_names *names, uint32_t tid)
 {
 	struct cpython_frame *frames = calloc(CPYTHON_MAX_FRAMES, sizeof(*frames));
 	char comm[64] = "", path[64];
@@ -35,11 +94,16 @@ static void print_thread(struct cpython_process *p, uint32_t tid)
 		n = cpython_walk(p, NULL, tid, 1, frames, CPYTHON_MAX_FRAMES);
 	if (n > 0)
 		cpython_read_codes(p, NULL, frames, (uint32_t)n);
-	printf("  Thread %u (%s)%s\n", tid, comm,
-	       n == 0	      ? ": no Python frames"
-	       : n == -EAGAIN ? ": its stack changed under every read"
-	       : n < 0	      ? ": unreadable"
-			      : "");
+	printf("  Thread %u (%s)", tid, comm);
+	print_thread_name(names, tid);
+	if (!names->gil_err && names->gil.locked && names->gil.tid == tid)
+		printf(" holding the GIL");
+	else
+		print_gil_wait(&names->gil_addrs, futex_waited_on(p->pid, tid));
+	printf("%s\n", n == 0	      ? ": no Python frames"
+		       : n == -EAGAIN ? ": its stack changed under every read"
+		       : n < 0	      ? ": unreadable"
+				      : "");
 	for (i = 0; i < n; i++) {
 		const struct cpython_code_entry *e =
 			cpython_code_lookup(p, frames[i].code, frames[i].fingerprint);
@@ -56,12 +120,55 @@ static void print_thread(struct cpython_process *p, uint32_t tid)
 	free(frames);
 }
 
+/*
+ * Reads and prints the process's multiprocessing name, and reads its threads' names into
+ * @names for print_thread(); says so when they can't be read at all.
+ */
+static void print_names(struct cpython_process *p, struct dump_names *names)
+{
+	char name[CPYTHON_NAME_MAX];
+	int err = cpython_process_name(p, NULL, name, sizeof(name));
+
+	if (err == -ENOTSUP) {
+		printf("  names: not read (the layouts they need are not known for 3.%u)\n",
+		       p->layout.minor);
+		return;
+	}
+	if (!err)
+		printf("  multiprocessing name: \"%s\"\n", name);
+	else if (err != -ENOENT)
+		printf("  multiprocessing name: unreadable\n");
+	names->threads = calloc(CPYTHON_MAX_THREADS, sizeof(*names->threads));
+	names->nthreads =
+		names->threads ? cpython_thread_names(p, NULL, names->threads, CPYTHON_MAX_THREADS)
+			       : -ENOMEM;
+	if (names->nthreads < 0 && names->nthreads != -ENOENT)
+		printf("  threading names: unreadable\n");
+}
+
+/* Reads and prints who holds the GIL, and where it is for print_gil_wait(). */
+static void print_gil(struct cpython_process *p, struct dump_names *names)
+{
+	names->gil_err = cpython_gil_holder(p, NULL, &names->gil);
+	if (cpython_gil_addrs(p, NULL, &names->gil_addrs))
+		memset(&names->gil_addrs, 0, sizeof(names->gil_addrs));
+	if (names->gil_err)
+		printf("  GIL: unreadable\n");
+	else if (!names->gil.locked)
+		printf("  GIL: free\n");
+	else if (names->gil.tid)
+		printf("  GIL: held by thread %u\n", names->gil.tid);
+	else
+		printf("  GIL: held by a thread not in the interpreter's list\n");
+}
+
 /* Prints one process's threads; false when we may not read it. */
 static bool print_process(pid_t pid)
 {
 	struct cpython_process *p = cpython_process__find(pid);
 	int err = p ? 0 : errno;
 	char cmdline[512] = "?";
+	struct dump_names names = { 0 };
 	pid_t *tids = NULL;
 	size_t ntids = 0, i;
 
@@ -80,10 +187,13 @@ static bool print_process(pid_t pid)
 		return true;
 	}
 	printf("Process %d: %s\n  Python 3.%u\n", pid, cmdline, p->layout.minor);
+	print_names(p, &names);
+	print_gil(p, &names);
 	if (!sampler_list_threads(pid, &tids, &ntids)) {
 		for (i = 0; i < ntids; i++)
-			print_thread(p, (uint32_t)tids[i]);
+			print_thread(p, &names, (uint32_t)tids[i]);
 	}
+	free(names.threads);
 	free(tids);
 	cpython_process__put(p);
 	return true;

@@ -58,6 +58,31 @@ struct cpython_layout {
 	uint64_t object_type, type_name; /* PyObject.ob_type, PyTypeObject.tp_name */
 	uint64_t unicode_state, unicode_length, unicode_ascii_size, unicode_compact_size;
 	uint64_t bytes_size, bytes_sval;
+	/*
+	 * Objects read for names (cpython/names.c) and the GIL (cpython/gil.c); a version
+	 * whose offsets are not known has names_supported false.
+	 */
+	bool names_supported;
+	enum cpython_dicts {
+		CPYTHON_DICTS_38,  /* 3.8-3.10: dk_size, indices at 40, 24-byte entries */
+		CPYTHON_DICTS_311, /* 3.11+: dk_log2_size, dk_kind, unicode entries of 16 */
+	} dicts;
+	enum cpython_managed {
+		CPYTHON_MANAGED_NONE, /* <= 3.10: the dict at obj + tp_dictoffset */
+		CPYTHON_MANAGED_311,  /* values pointer at obj - 32, dict at obj - 24 */
+		CPYTHON_MANAGED_312,  /* obj - 24: a dict, or values tagged with bit 0 */
+		CPYTHON_MANAGED_313,  /* dict at obj - 24, else values inline at tp_basicsize */
+	} managed;
+	uint64_t interp_modules; /* sys.modules: interp->modules or interp->imports.modules */
+	uint64_t runtime_gil;	 /* <= 3.11: the GIL inside _PyRuntime (ceval.gil) */
+	uint64_t interp_gil;	 /* 3.12+: interp->ceval.gil, a pointer to it */
+	uint64_t gil_locked, gil_last_holder, gil_cond, gil_mutex, gil_switch_cond; /* in it */
+	uint64_t type_flags, type_basicsize, type_dictoffset, heaptype_cached_keys;
+	uint64_t dict_keys, dict_values;
+	uint64_t values_items; /* PyDictValues: 0 before 3.13, 8 after its header */
+	uint64_t module_dict;
+	uint64_t long_size, long_digits; /* ob_size before 3.12, lv_tag after */
+	bool long_tagged;
 };
 
 /* How to read the target's memory: @read returns 0 when all @len bytes were read. */
@@ -163,6 +188,16 @@ struct cpython_process *cpython_process__fork(const struct cpython_process *pare
 struct cpython_process *cpython_process__get(struct cpython_process *p);
 void cpython_process__put(struct cpython_process *p);
 
+/* Re-reads the process's thread list (p->threads). 0 or -errno; @mem NULL: the process. */
+int cpython_threads_read(struct cpython_process *p, const struct cpython_mem *mem);
+
+/* The tid of the thread whose state is at @tstate in the list last read, or 0. */
+uint32_t cpython_thread_tid(const struct cpython_process *p, uint64_t tstate);
+
+/* The main interpreter's address (the first made, the tail of the list). 0 or -errno. */
+int cpython_main_interp(const struct cpython_process *p, const struct cpython_mem *mem,
+			uint64_t *interp);
+
 /* A Python frame as read from the target: enough to name it later. */
 struct cpython_frame {
 	uint64_t code;	      /* code object address */
@@ -213,6 +248,107 @@ int cpython_read_code(const struct cpython_layout *l, const struct cpython_mem *
 /* Reads a str object as UTF-8 into @buf (always NUL-terminated). 0 or -errno. */
 int cpython_read_string(const struct cpython_layout *l, const struct cpython_mem *mem,
 			uint64_t addr, char *buf, size_t size);
+
+/*
+ * Objects read by hand (cpython/objects.c). Any pointer may be garbage: types are checked
+ * by name, sizes bounded; a value that can't be read gives -EFAULT or -EINVAL, one that
+ * isn't there -ENOENT, a version whose layouts are not known -ENOTSUP.
+ */
+#define CPYTHON_MAX_DICT_ENTRIES (1 << 16)
+
+struct cpython_dict_item {
+	uint64_t key, value; /* object addresses */
+};
+
+/* The value of the str key @name in the dict at @dict (combined or split). */
+int cpython_dict_get(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t dict,
+		     const char *name, uint64_t *value);
+
+/* The items of the dict at @dict, in order, at most @max. Returns the count or -errno. */
+int cpython_dict_items(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t dict,
+		       struct cpython_dict_item *items, size_t max);
+
+/*
+ * The instance attribute @name of the object at @obj: from its __dict__ (tp_dictoffset),
+ * or 3.11+ managed dicts and the values laid out by the type's shared keys (3.13: inline).
+ */
+int cpython_attr_get(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t obj,
+		     const char *name, uint64_t *value);
+
+/* The int at @obj, if it is one from 0 to 2^64 - 1. 0, -EINVAL, -ERANGE or -EFAULT. */
+int cpython_read_ulong(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t obj,
+		       uint64_t *v);
+
+/* The str at @obj (its type checked) as UTF-8, truncated to @size - 1 bytes. 0 or -errno. */
+int cpython_read_name(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t obj,
+		      char *buf, size_t size);
+
+/*
+ * Names (cpython/names.c), read fresh at each call so a name changed after start is
+ * followed. -ENOENT: the module was not imported (or the process is not set up yet).
+ */
+#define CPYTHON_NAME_MAX 128
+
+/* The value of global @name of module @module, found through sys.modules. */
+int cpython_module_global(struct cpython_process *p, const struct cpython_mem *mem,
+			  const char *module, const char *name, uint64_t *value);
+
+struct cpython_thread_name {
+	uint32_t tid;
+	int err; /* 0: @name holds it; -ENOENT: not a threading thread; else unreadable */
+	char name[CPYTHON_NAME_MAX];
+};
+
+/*
+ * threading.Thread.name of every thread of the process's interpreters (found by its
+ * ident in threading._active: main, started and dummy threads), one entry per Python
+ * thread, at most @max. Returns the count or -errno for the whole process.
+ */
+int cpython_thread_names(struct cpython_process *p, const struct cpython_mem *mem,
+			 struct cpython_thread_name *out, size_t max);
+
+/* multiprocessing's name of the process (current_process().name). 0 or -errno. */
+int cpython_process_name(struct cpython_process *p, const struct cpython_mem *mem, char *buf,
+			 size_t size);
+
+/*
+ * The GIL (cpython/gil.c): addresses of its state and fields in the target, for telling
+ * a wait on its condition variable (a futex inside @cond or @mutex) from other waits.
+ * A field whose offset this version doesn't tell is 0.
+ */
+struct cpython_gil_addrs {
+	uint64_t state;		      /* struct _gil_runtime_state */
+	uint64_t locked, last_holder; /* int, PyThreadState * */
+	uint64_t cond, mutex;	      /* pthread_cond_t, pthread_mutex_t */
+	uint64_t switch_cond;	      /* pthread_cond_t: a dropper waits for a taker here */
+};
+
+/* The main interpreter's GIL. 0, -ENOTSUP (unknown layout) or -errno. */
+int cpython_gil_addrs(struct cpython_process *p, const struct cpython_mem *mem,
+		      struct cpython_gil_addrs *out);
+
+enum cpython_gil_part {
+	CPYTHON_GIL_NONE,
+	CPYTHON_GIL_COND,   /* take_gil() waits here for the holder to drop it */
+	CPYTHON_GIL_MUTEX,  /* the mutex guarding the GIL's state, held briefly */
+	CPYTHON_GIL_SWITCH, /* drop_gil() waits here until another thread took it */
+};
+
+/*
+ * Whether the futex word at @uaddr (a thread blocked in futex(2) on it) lies inside the
+ * GIL's condition variable or mutex: that thread waits for the GIL, not for a lock.
+ */
+enum cpython_gil_part cpython_gil_futex(const struct cpython_gil_addrs *gil, uint64_t uaddr);
+
+struct cpython_gil_holder {
+	bool locked;
+	uint64_t tstate; /* the holder's thread state while locked, else 0 */
+	uint32_t tid;	 /* its thread, 0 when not in the thread list */
+};
+
+/* Who holds the GIL right now (locked and last_holder, read consistently). 0 or -errno. */
+int cpython_gil_holder(struct cpython_process *p, const struct cpython_mem *mem,
+		       struct cpython_gil_holder *out);
 
 /* The line executing at byte offset @lasti of a code object's line table; 0 if none. */
 uint32_t cpython_line(enum cpython_lines kind, const uint8_t *table, size_t len,

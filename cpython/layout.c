@@ -11,7 +11,10 @@
 /* Fields shared by every version. */
 #define COMMON_OBJECTS                                                                             \
 	.object_type = 8, .type_name = 24, .unicode_state = 32, .unicode_length = 16,              \
-	.bytes_size = 16, .bytes_sval = 32
+	.bytes_size = 16, .bytes_sval = 32, .names_supported = true, .gil_last_holder = 8,         \
+	.gil_locked = 16, .gil_cond = 32, .gil_mutex = 80, .gil_switch_cond = 120,                 \
+	.type_flags = 168, .type_basicsize = 32, .type_dictoffset = 288, .dict_keys = 32,          \
+	.dict_values = 40, .module_dict = 16, .long_size = 16, .long_digits = 24
 
 static const struct cpython_layout layout_38_39 = {
 	.runtime_interpreters_head = 32,
@@ -26,6 +29,8 @@ static const struct cpython_layout layout_38_39 = {
 	.frame_instr = 104,
 	.frame_live = 116,
 	.live = CPYTHON_LIVE_EXECUTING,
+	.dicts = CPYTHON_DICTS_38,
+	.managed = CPYTHON_MANAGED_NONE,
 	.frame_size = 120,
 	.owner_first_skipped = 256,
 	.instr = CPYTHON_LASTI_BYTES,
@@ -53,6 +58,11 @@ static const struct cpython_layout layout_310 = {
 	.frame_instr = 96,
 	.frame_live = 108,
 	.live = CPYTHON_LIVE_STATE,
+	.interp_modules = 856,
+	.runtime_gil = 352,
+	.heaptype_cached_keys = 872,
+	.dicts = CPYTHON_DICTS_38,
+	.managed = CPYTHON_MANAGED_NONE,
 	.frame_size = 112,
 	.owner_first_skipped = 256,
 	.instr = CPYTHON_LASTI_UNITS,
@@ -83,6 +93,11 @@ static const struct cpython_layout layout_311 = {
 	.frame_instr = 56,
 	.frame_owner = 69,
 	.frame_is_entry = 68,
+	.interp_modules = 888,
+	.runtime_gil = 360,
+	.heaptype_cached_keys = 872,
+	.dicts = CPYTHON_DICTS_311,
+	.managed = CPYTHON_MANAGED_311,
 	.frame_size = 72,
 	.owner_first_skipped = 3,
 	.instr = CPYTHON_PREV_INSTR,
@@ -110,6 +125,12 @@ static const struct cpython_layout layout_312 = {
 	.tstate_frame = 56,
 	.frame_via_cframe = true,
 	.cframe_current_frame = 0,
+	.interp_modules = 944,
+	.interp_gil = 384,
+	.heaptype_cached_keys = 880,
+	.dicts = CPYTHON_DICTS_311,
+	.managed = CPYTHON_MANAGED_312,
+	.long_tagged = true,
 	.frame_previous = 8,
 	.frame_code = 0,
 	.frame_instr = 56,
@@ -137,10 +158,16 @@ const struct cpython_layout *cpython_builtin_layout(unsigned minor)
 	case 8:
 		l38 = layout_38_39;
 		l38.minor = 8;
+		l38.interp_modules = 56;
+		l38.runtime_gil = 1152;
+		l38.heaptype_cached_keys = 872;
 		return &l38;
 	case 9:
 		l39 = layout_38_39;
 		l39.minor = 9;
+		l39.interp_modules = 856;
+		l39.runtime_gil = 352;
+		l39.heaptype_cached_keys = 864;
 		return &l39;
 	case 10:
 		return &layout_310;
@@ -289,6 +316,27 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 			8;
 	/* PyCompactUnicodeObject = PyASCIIObject + utf8_length + utf8 since 3.12. */
 	l->unicode_compact_size = l->unicode_ascii_size + 16;
+	/*
+	 * Not in _Py_DebugOffsets: the rest of what names and the GIL need, as in 3.13's
+	 * headers (checked by tests/e2e/test_cpython_offsets.py). 3.14's are not known here
+	 * (no 3.14 to check against): its names are not read.
+	 */
+	l->long_tagged = true;
+	l->dicts = CPYTHON_DICTS_311;
+	if (!plausible(l->gil_locked) || !plausible(l->gil_last_holder))
+		l->interp_gil = 0; /* the GIL is not read; frames still are */
+	if (minor == 13) {
+		l->names_supported = true;
+		l->managed = CPYTHON_MANAGED_313;
+		l->gil_cond = 32;
+		l->gil_mutex = 80;
+		l->gil_switch_cond = 120;
+		l->type_basicsize = 32;
+		l->type_dictoffset = 288;
+		l->heaptype_cached_keys = 880;
+		l->values_items = 8;
+		l->module_dict = 16;
+	}
 }
 
 #define COPY_COMMON(l, d)                                                                          \
@@ -318,6 +366,17 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 		(l)->unicode_ascii_size = (d)->unicode_object.asciiobject_size;                    \
 		(l)->bytes_size = (d)->bytes_object.ob_size;                                       \
 		(l)->bytes_sval = (d)->bytes_object.ob_sval;                                       \
+		(l)->interp_modules = (d)->interpreter_state.imports_modules;                      \
+		(l)->interp_gil = (d)->interpreter_state.ceval_gil;                                \
+		(l)->gil_locked = (d)->interpreter_state.gil_locked -                              \
+				  (d)->interpreter_state.gil_runtime_state;                        \
+		(l)->gil_last_holder = (d)->interpreter_state.gil_holder -                         \
+				       (d)->interpreter_state.gil_runtime_state;                   \
+		(l)->type_flags = (d)->type_object.tp_flags;                                       \
+		(l)->dict_keys = (d)->dict_object.ma_keys;                                         \
+		(l)->dict_values = (d)->dict_object.ma_values;                                     \
+		(l)->long_size = (d)->long_object.lv_tag;                                          \
+		(l)->long_digits = (d)->long_object.ob_digit;                                      \
 	} while (0)
 
 static bool layout_plausible(const struct cpython_layout *l)

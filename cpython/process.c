@@ -369,6 +369,45 @@ static uint64_t find_tstate(const struct cpython_process *p, uint32_t tid)
 	return 0;
 }
 
+int cpython_threads_read(struct cpython_process *p, const struct cpython_mem *mem)
+{
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+
+	return read_threads(p, mem ? mem : &own);
+}
+
+uint32_t cpython_thread_tid(const struct cpython_process *p, uint64_t tstate)
+{
+	size_t i;
+
+	for (i = 0; tstate && i < p->nthreads; i++) {
+		if (p->threads[i].tstate == tstate)
+			return p->threads[i].tid;
+	}
+	return 0;
+}
+
+int cpython_main_interp(const struct cpython_process *p, const struct cpython_mem *mem,
+			uint64_t *interp)
+{
+	uint64_t next, at;
+	int n;
+
+	/* The list is newest first: the main interpreter, made first, is its tail. */
+	if (read_u64(mem, p->runtime + p->layout.runtime_interpreters_head, &at) || !at)
+		return -EFAULT;
+	for (n = 0; n < MAX_INTERPRETERS; n++) {
+		if (read_u64(mem, at + p->layout.interp_next, &next))
+			return -EFAULT;
+		if (!next) {
+			*interp = at;
+			return 0;
+		}
+		at = next;
+	}
+	return -ELOOP;
+}
+
 static uint64_t first_frame(const struct cpython_layout *l, const struct cpython_mem *mem,
 			    uint64_t tstate)
 {

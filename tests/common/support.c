@@ -107,3 +107,28 @@ int support_count_prefix(const char *text, const char *prefix)
 	}
 	return n;
 }
+
+bool support_valid_utf8(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : 3;
+
+		if (*p >= 0xf8 || (*p >= 0x80 && *p < 0xc0))
+			return false;
+		for (p++; n--; p++) {
+			if ((*p & 0xc0) != 0x80)
+				return false;
+		}
+	}
+	return true;
+}
+
+uint32_t support_rand(uint64_t *state, uint32_t n)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return (uint32_t)(*state % n);
+}

@@ -3,6 +3,7 @@
 #define PYTRACE_TESTS_SUPPORT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Creates a fresh folder under /tmp; caller frees the path and removes it with support_rmdir(). */
 char *support_tempdir(void);
@@ -22,5 +23,11 @@ bool support_has_line(const char *text, const char *line);
 
 /* Number of lines of @text that start with @prefix. */
 int support_count_prefix(const char *text, const char *prefix);
+
+/* True when @s is well-formed UTF-8 (what the readers promise for any input). */
+bool support_valid_utf8(const char *s);
+
+/* A xorshift64 draw from 0 to @n - 1; @state is the caller's (non-zero) seed. */
+uint32_t support_rand(uint64_t *state, uint32_t n);
 
 #endif

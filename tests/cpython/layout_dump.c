@@ -52,6 +52,38 @@ static void print_layout(const struct cpython_layout *l)
 	P("unicode.compact_size", l->unicode_compact_size);
 	P("bytes.size", l->bytes_size);
 	P("bytes.sval", l->bytes_sval);
+	if (l->names_supported) {
+		P("interp.modules", l->interp_modules);
+		if (l->runtime_gil)
+			P("runtime.gil", l->runtime_gil);
+		else
+			P("interp.gil", l->interp_gil);
+		P("long.size", l->long_size);
+		P("long.digits", l->long_digits);
+		P("gil.last_holder", l->gil_last_holder);
+		P("gil.locked", l->gil_locked);
+		P("gil.cond", l->gil_cond);
+		P("gil.mutex", l->gil_mutex);
+		P("gil.switch_cond", l->gil_switch_cond);
+		P("type.flags", l->type_flags);
+		P("type.basicsize", l->type_basicsize);
+		P("type.dictoffset", l->type_dictoffset);
+		P("heaptype.cached_keys", l->heaptype_cached_keys);
+		P("dict.keys", l->dict_keys);
+		P("dict.values", l->dict_values);
+		if (l->dicts == CPYTHON_DICTS_311) {
+			/* The fixed places cpython/objects.c reads keys objects from. */
+			P("keys.log2_size", 8);
+			P("keys.log2_index_bytes", 9);
+			P("keys.kind", 10);
+			P("keys.nentries", 24);
+			P("keys.indices", 32);
+		}
+		if (l->values_items) {
+			P("values.items", l->values_items);
+			P("values.valid", 3);
+		}
+	}
 #undef P
 }
 

@@ -20,6 +20,10 @@
 #if PY_VERSION_HEX >= 0x03090000
 #include <internal/pycore_runtime.h>
 #endif
+#if PY_VERSION_HEX >= 0x030B0000
+#include <internal/pycore_dict.h>
+#endif
+#include <internal/pycore_gil.h>
 
 #define P(name, value) printf("%s %zu\n", name, (size_t)(value))
 
@@ -92,5 +96,40 @@ int main(void)
 	P("bytes.size", offsetof(PyVarObject, ob_size));
 	P("bytes.sval", offsetof(PyBytesObject, ob_sval));
 	P("tuple.item", offsetof(PyTupleObject, ob_item));
+	/* Names (cpython/names.c, objects.c) and the GIL (cpython/gil.c). */
+#if PY_VERSION_HEX >= 0x030C0000
+	P("interp.modules", offsetof(PyInterpreterState, imports.modules));
+	P("interp.gil", offsetof(PyInterpreterState, ceval.gil));
+	P("long.size", offsetof(PyLongObject, long_value.lv_tag));
+	P("long.digits", offsetof(PyLongObject, long_value.ob_digit));
+#else
+	P("interp.modules", offsetof(PyInterpreterState, modules));
+	P("runtime.gil", offsetof(_PyRuntimeState, ceval.gil));
+	P("long.size", offsetof(PyVarObject, ob_size));
+	P("long.digits", offsetof(PyLongObject, ob_digit));
+#endif
+	P("gil.last_holder", offsetof(struct _gil_runtime_state, last_holder));
+	P("gil.locked", offsetof(struct _gil_runtime_state, locked));
+	P("gil.cond", offsetof(struct _gil_runtime_state, cond));
+	P("gil.mutex", offsetof(struct _gil_runtime_state, mutex));
+	P("gil.switch_cond", offsetof(struct _gil_runtime_state, switch_cond));
+	P("type.flags", offsetof(PyTypeObject, tp_flags));
+	P("type.basicsize", offsetof(PyTypeObject, tp_basicsize));
+	P("type.dictoffset", offsetof(PyTypeObject, tp_dictoffset));
+	P("heaptype.cached_keys", offsetof(PyHeapTypeObject, ht_cached_keys));
+	P("dict.keys", offsetof(PyDictObject, ma_keys));
+	P("dict.values", offsetof(PyDictObject, ma_values));
+#if PY_VERSION_HEX >= 0x030B0000
+	/* objects.c reads keys objects from these fixed places (3.11+). */
+	P("keys.log2_size", offsetof(PyDictKeysObject, dk_log2_size));
+	P("keys.log2_index_bytes", offsetof(PyDictKeysObject, dk_log2_index_bytes));
+	P("keys.kind", offsetof(PyDictKeysObject, dk_kind));
+	P("keys.nentries", offsetof(PyDictKeysObject, dk_nentries));
+	P("keys.indices", offsetof(PyDictKeysObject, dk_indices));
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+	P("values.items", offsetof(PyDictValues, values));
+	P("values.valid", offsetof(PyDictValues, valid));
+#endif
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "../../cpython/cpython.h"
+#include "../common/support.h"
 
 /* ---- a synthetic address space ---- */
 
@@ -556,10 +557,7 @@ static uint64_t rng = 88172645463325252ULL;
 
 static uint32_t rnd(uint32_t n)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng % n);
+	return support_rand(&rng, n);
 }
 
 static void test_cpython__line_tables_garbage(void **state)
@@ -594,23 +592,6 @@ static void test_cpython__line_tables_garbage(void **state)
 	}
 }
 
-static bool valid_utf8(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-
-	while (*p) {
-		int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : 3;
-
-		if (*p >= 0xf8 || (*p >= 0x80 && *p < 0xc0))
-			return false;
-		for (p++; n--; p++) {
-			if ((*p & 0xc0) != 0x80)
-				return false;
-		}
-	}
-	return true;
-}
-
 /* Random memory read as strings, code objects and whole processes: no crash, no hang. */
 static void test_cpython__memory_garbage(void **state)
 {
@@ -639,11 +620,11 @@ static void test_cpython__memory_garbage(void **state)
 
 			if (!cpython_read_string(l, &mem, addr, buf, sizeof(buf))) {
 				assert_true(strlen(buf) < sizeof(buf));
-				assert_true(valid_utf8(buf));
+				assert_true(support_valid_utf8(buf));
 			}
 			if (!cpython_read_code(l, &mem, addr, &code)) {
-				assert_true(valid_utf8(code.name));
-				assert_true(valid_utf8(code.filename));
+				assert_true(support_valid_utf8(code.name));
+				assert_true(support_valid_utf8(code.filename));
 				free(code.linetable);
 			}
 		}

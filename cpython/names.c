@@ -1,0 +1,126 @@
+/* The names Python gives its threads (threading) and processes (multiprocessing), read from outside. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpython.h"
+
+/* threading._active holds one Thread per thread started or seen by threading. */
+#define MAX_ACTIVE 4096
+
+int cpython_module_global(struct cpython_process *p, const struct cpython_mem *mem,
+			  const char *module, const char *name, uint64_t *value)
+{
+	const struct cpython_layout *l = &p->layout;
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	uint64_t interp, modules, mod, dict;
+	int err;
+
+	if (!mem)
+		mem = &own;
+	if (!l->names_supported)
+		return -ENOTSUP;
+	err = cpython_main_interp(p, mem, &interp);
+	if (err)
+		return err;
+	if (mem->read(mem->ctx, interp + l->interp_modules, &modules, 8))
+		return -EFAULT;
+	if (!modules)
+		return -ENOENT; /* not yet made, or already torn down */
+	err = cpython_dict_get(l, mem, modules, module, &mod);
+	if (err)
+		return err;
+	if (mem->read(mem->ctx, mod + l->module_dict, &dict, 8))
+		return -EFAULT;
+	return cpython_dict_get(l, mem, dict, name, value);
+}
+
+/* The name of a Thread or BaseProcess object: its `_name` attribute, a str. */
+static int object_name(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t obj,
+		       char *buf, size_t size)
+{
+	uint64_t name;
+	int err = cpython_attr_get(l, mem, obj, "_name", &name);
+
+	buf[0] = '\0';
+	if (err)
+		return err == -ENOENT ? -EINVAL : err; /* a Thread always has one */
+	return cpython_read_name(l, mem, name, buf, size);
+}
+
+int cpython_thread_names(struct cpython_process *p, const struct cpython_mem *mem,
+			 struct cpython_thread_name *out, size_t max)
+{
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_dict_item *active = NULL;
+	uint64_t active_dict, *idents = NULL;
+	size_t n = 0, i, t;
+	int nactive, err;
+
+	if (!mem)
+		mem = &own;
+	err = cpython_threads_read(p, mem);
+	if (err)
+		return err;
+	err = cpython_module_global(p, mem, "threading", "_active", &active_dict);
+	if (err)
+		return err;
+	active = calloc(MAX_ACTIVE, sizeof(*active));
+	idents = calloc(MAX_ACTIVE, sizeof(*idents));
+	if (!active || !idents) {
+		err = -ENOMEM;
+		goto out_free;
+	}
+	nactive = cpython_dict_items(&p->layout, mem, active_dict, active, MAX_ACTIVE);
+	if (nactive < 0) {
+		err = nactive;
+		goto out_free;
+	}
+	/* Keys are threading.get_ident(): the thread state's thread_id (a pthread_t). */
+	for (i = 0; i < (size_t)nactive; i++) {
+		if (cpython_read_ulong(&p->layout, mem, active[i].key, &idents[i]))
+			idents[i] = 0;
+	}
+	for (t = 0; t < p->nthreads && n < max; t++) {
+		struct cpython_thread_name *o = &out[n];
+		uint64_t ident;
+
+		memset(o, 0, sizeof(*o));
+		o->tid = p->threads[t].tid;
+		o->err = -ENOENT;
+		if (mem->read(mem->ctx, p->threads[t].tstate + p->layout.tstate_thread_id, &ident,
+			      8)) {
+			o->err = -EFAULT;
+			n++;
+			continue;
+		}
+		for (i = 0; i < (size_t)nactive && ident; i++) {
+			if (idents[i] == ident) {
+				o->err = object_name(&p->layout, mem, active[i].value, o->name,
+						     sizeof(o->name));
+				break;
+			}
+		}
+		n++;
+	}
+	err = (int)n;
+out_free:
+	free(active);
+	free(idents);
+	return err;
+}
+
+int cpython_process_name(struct cpython_process *p, const struct cpython_mem *mem, char *buf,
+			 size_t size)
+{
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	uint64_t current;
+	int err;
+
+	buf[0] = '\0';
+	if (!mem)
+		mem = &own;
+	err = cpython_module_global(p, mem, "multiprocessing.process", "_current_process",
+				    &current);
+	return err ? err : object_name(&p->layout, mem, current, buf, size);
+}
