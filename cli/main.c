@@ -28,11 +28,13 @@ static void usage(FILE *f)
 		"output:\n"
 		"  -o, --output FILE     where to write (default: CMD-YYYYmmdd-HHMMSS.json in the current\n"
 		"                        folder, never replacing a file). The ending picks the format:\n"
-		"                        .json, .json.gz (gzip'd), .folded (collapsed stacks for flame\n"
-		"                        graphs). An existing FILE is refused (status 73) unless --force;\n"
+		"                        .json, .json.gz (gzip'd), .pftrace (Perfetto's protobuf: about\n"
+		"                        5x smaller than JSON, for long runs; ui.perfetto.dev only), .folded\n"
+		"                        (collapsed stacks for flame graphs). An existing FILE is refused\n"
+		"                        (status 73) unless --force;\n"
 		"                        a folder always is. Checked before CMD is started.\n"
 		"      --force           replace an existing -o FILE\n"
-		"      --format FMT      json, json.gz or folded, whatever the name\n"
+		"      --format FMT      json, json.gz, perfetto or folded, whatever the name\n"
 		"\n"
 		"sampling:\n"
 		"  -F, --frequency HZ    samples per second of CPU time per thread (default 1000, at most 100000)\n"
@@ -120,6 +122,8 @@ static int parse_format(const char *arg, enum trace_format *format)
 		*format = TRACE_FORMAT_JSON_GZ;
 	else if (!strcmp(arg, "folded"))
 		*format = TRACE_FORMAT_FOLDED;
+	else if (!strcmp(arg, "perfetto") || !strcmp(arg, "pftrace"))
+		*format = TRACE_FORMAT_PERFETTO;
 	else
 		return -EINVAL;
 	return 0;
@@ -202,8 +206,9 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 			break;
 		case OPT_FORMAT:
 			if (parse_format(optarg, &o->format))
-				return bad_usage("unknown format '%s' (json, json.gz or folded)",
-						 optarg);
+				return bad_usage(
+					"unknown format '%s' (json, json.gz, perfetto or folded)",
+					optarg);
 			break;
 		case 'F': {
 			long hz = strtol(optarg, &end, 10);

@@ -1,6 +1,7 @@
 /*
  * The trace stage: turns per-thread observations (stacks with times) into nested slices
- * and streams them to a writer: Trace Event JSON, gzip'd JSON or collapsed stacks.
+ * and streams them to a writer: Trace Event JSON, gzip'd JSON, Perfetto's protobuf or
+ * collapsed stacks.
  *
  * Times are nanoseconds on one clock (CLOCK_MONOTONIC from the kernel). Observations of
  * one thread must come in time order; threads may interleave freely.
@@ -14,10 +15,11 @@
 #include "../common/frames.h"
 
 enum trace_format {
-	TRACE_FORMAT_AUTO, /* from the output name: .json.gz, .gz, .folded, else JSON */
+	TRACE_FORMAT_AUTO, /* from the output name: .json.gz, .gz, .folded, .pftrace, else JSON */
 	TRACE_FORMAT_JSON,
 	TRACE_FORMAT_JSON_GZ,
 	TRACE_FORMAT_FOLDED,
+	TRACE_FORMAT_PERFETTO, /* Perfetto's TrackEvent protobuf (.pftrace) */
 };
 
 #define TRACE_DEFAULT_MAX_DEPTH 512
@@ -85,7 +87,7 @@ struct trace_stats {
 
 struct trace;
 
-/* "json", "json.gz" or "folded" chosen for @path. */
+/* The format @path's ending names: .gz, .folded/.collapsed, .pftrace/.perfetto-trace, else JSON. */
 enum trace_format trace_format__from_path(const char *path);
 
 /*
