@@ -19,6 +19,7 @@ static void usage(FILE *f)
 		"usage: pytrace-sample [options] -- CMD [ARGS...]   launch CMD and trace its whole process tree\n"
 		"       pytrace-sample [options] -p PID[,PID...]    attach to running processes and their descendants\n"
 		"       pytrace-sample dump -p PID[,PID...]         print every thread's Python stack once\n"
+		"       pytrace-sample report TRACE.json[.gz]       print the report of a written trace\n"
 		"\n"
 		"Samples the stacks of every thread of a process tree and writes a time-ordered flame chart\n"
 		"(Chrome Trace Event Format): open it at https://ui.perfetto.dev or in Chrome DevTools >\n"
@@ -56,8 +57,14 @@ static void usage(FILE *f)
 		"\n"
 		"dump takes only -p and -v.\n"
 		"\n"
+		"report: at the end of a recording (unless -q), and for a written JSON trace with\n"
+		"'report', a short report computed from the trace's slices: per process and thread\n"
+		"the wall time, the time on a CPU and the waits by reason (sleep, lock wait, read,\n"
+		"preempted ...); the functions with the most self time; the longest waits with the\n"
+		"stack that waited. Exit status: 0, 64 usage, 65 not a trace, 66 no such file.\n"
+		"\n"
 		"other:\n"
-		"  -q, --quiet           no progress line and no summary, only errors\n"
+		"  -q, --quiet           no progress line, summary or report, only errors\n"
 		"  -v, --verbose         more diagnostics on stderr (twice for debug output)\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         print the version\n"
@@ -187,6 +194,12 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 	char *end;
 	int c, index;
 
+	if (argc > 1 && !strcmp(argv[1], "report")) {
+		if (argc != 3 || argv[2][0] == '-')
+			return bad_usage("%s", "usage: pytrace-sample report TRACE.json[.gz]");
+		o->report = argv[2];
+		return -1;
+	}
 	if (argc > 1 && !strcmp(argv[1], "dump")) {
 		o->dump = true;
 		argv++;
@@ -311,7 +324,9 @@ int main(int argc, char **argv)
 						  : LOG_WARN);
 		/* Never ask a debuginfod server: no network, and no waiting on one. */
 		unsetenv("DEBUGINFOD_URLS");
-		status = opts.dump ? cli_dump(&opts) : cli_record(&opts);
+		status = opts.report ? cli_report(opts.report)
+			 : opts.dump ? cli_dump(&opts)
+				     : cli_record(&opts);
 	}
 	free(opts.pids);
 	return status;

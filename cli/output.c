@@ -115,6 +115,8 @@ static void print_summary(struct session *s, int close_err, bool written,
 			" of processes not yet known to run Python)\n",
 			st.kernel_events_lost + st.kernel_samples_lost, st.kernel_events_lost,
 			st.kernel_samples_lost);
+	if (s->summary && format_of(s) != TRACE_FORMAT_FOLDED)
+		trace_summary__print(s->summary, stderr);
 	if (format_of(s) == TRACE_FORMAT_PERFETTO)
 		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file)\n");
 	else if (format_of(s) != TRACE_FORMAT_FOLDED)
@@ -215,6 +217,7 @@ int session__open_output(struct session *s)
 		.period_ns = 1000000000ULL / o->sampler.frequency_hz,
 		.origin_ns = sampler_now_ns(),
 		.frames = s->frames,
+		.summary = s->summary,
 	};
 	int status = check_output(s);
 

@@ -349,21 +349,12 @@ static struct pf_track *thread_track(struct trace *trace, uint32_t pid, uint32_t
 	return t;
 }
 
-static uint64_t fnv1a(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 0x100000001b3ULL;
-	return h;
-}
-
 /* An argument that is a string: interned, unless its hash is taken by another. */
 static void put_string_arg(struct trace *trace, uint32_t name_iid, const char *s)
 {
 	struct pftrace *pf = trace->pftrace;
 	struct pb_buf *p = &pf->packet;
-	uint64_t h = fnv1a(s);
+	uint64_t h = hash_string(s);
 	struct pf_string *e = hashmap__get(pf->strings, h);
 	size_t m = pb_begin(p, TE_DEBUG_ANNOTATIONS);
 

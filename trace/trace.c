@@ -40,6 +40,50 @@ enum trace_format trace_format__from_path(const char *path)
 	return TRACE_FORMAT_JSON;
 }
 
+/* The summary hears of a slice on the microsecond grid, as the writers write it. */
+static int summarize(struct trace *trace, const struct slice *s)
+{
+	const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
+	uint64_t start_us = trace_to_us(trace, s->start_ns), end_us = trace_to_us(trace, s->end_ns);
+	struct trace_summary_slice sl = {
+		.pid = s->pid,
+		.tid = s->tid,
+		.depth = s->depth,
+		.name = f ? f->name : "[bad frame id]",
+		.off_cpu = f && f->kind == FRAME_OFF_CPU,
+		.start_ns = trace->opts.origin_ns + (start_us - 1) * 1000,
+		.end_ns = trace->opts.origin_ns + (end_us - 1) * 1000,
+	};
+
+	if (s->end_ns <= s->start_ns || end_us <= start_us)
+		return 0;
+	return trace_summary__close(trace->opts.summary, &sl);
+}
+
+static int on_slice(void *ctx, const struct slice *s)
+{
+	struct trace *trace = ctx;
+	int err = trace->pftrace ? pftrace__slice(trace, s) : json_writer__slice(trace, s);
+
+	if (!err && trace->opts.summary)
+		err = summarize(trace, s);
+	return err;
+}
+
+static int on_open(void *ctx, const struct slice *s)
+{
+	struct trace *trace = ctx;
+	int err = trace->pftrace ? pftrace__open_slice(trace, s) : 0;
+
+	if (!err && trace->opts.summary) {
+		const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
+
+		err = trace_summary__open(trace->opts.summary, s->pid, s->tid, s->depth,
+					  f ? f->name : "[bad frame id]");
+	}
+	return err;
+}
+
 static void trace__destroy(struct trace *trace)
 {
 	size_t i;
@@ -81,15 +125,15 @@ struct trace *trace__open(const struct trace_opts *opts)
 		if (!trace->folded)
 			goto out_destroy;
 	} else {
-		struct slice_sink sink = { .slice = json_writer__slice, .ctx = trace };
+		struct slice_sink sink = { .slice = on_slice, .ctx = trace };
 
 		if (trace->format == TRACE_FORMAT_PERFETTO) {
 			trace->pftrace = pftrace__new();
 			if (!trace->pftrace)
 				goto out_destroy;
-			sink.slice = pftrace__slice;
-			sink.open = pftrace__open_slice;
 		}
+		if (trace->pftrace || opts->summary)
+			sink.open = on_open;
 		trace->coalescer = coalescer__new(&copts, sink);
 		if (!trace->coalescer)
 			goto out_destroy;
@@ -145,6 +189,8 @@ int trace__event(struct trace *trace, const struct trace_event *ev)
 
 int trace__name_process(struct trace *trace, uint32_t pid, const char *name)
 {
+	if (trace->opts.summary && trace_summary__name(trace->opts.summary, pid, 0, name))
+		return -ENOMEM;
 	return names__set(trace->names, pid, 0, name);
 }
 
@@ -152,6 +198,8 @@ int trace__name_thread(struct trace *trace, uint32_t pid, uint32_t tid, const ch
 {
 	if (!tid)
 		return -EINVAL;
+	if (trace->opts.summary && trace_summary__name(trace->opts.summary, pid, tid, name))
+		return -ENOMEM;
 	return names__set(trace->names, pid, tid, name);
 }
 
