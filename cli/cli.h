@@ -37,6 +37,7 @@ struct cli_opts {
 	char **argv;	    /* the command to launch, or NULL */
 	bool dump;	    /* the dump subcommand */
 	const char *report; /* the report subcommand's trace, or NULL */
+	bool flat;	    /* --flat */
 	bool native;	    /* native frames too */
 };
 

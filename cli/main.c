@@ -36,6 +36,9 @@ static void usage(FILE *f)
 		"                        a folder always is. Checked before CMD is started.\n"
 		"      --force           replace an existing -o FILE\n"
 		"      --format FMT      json, json.gz, perfetto or folded, whatever the name\n"
+		"      --flat            JSON: one process whose rows are every traced thread, named\n"
+		"                        \"PROCESS-NAME pid PID / THREAD-NAME tid TID\": denser than a\n"
+		"                        group per process; pids and tids stay in the names and args\n"
 		"\n"
 		"sampling:\n"
 		"  -F, --frequency HZ    samples per second of CPU time per thread (default 1000, at most 100000)\n"
@@ -170,11 +173,13 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		OPT_STACK,
 		OPT_NATIVE,
 		OPT_BACKEND,
-		OPT_FORCE
+		OPT_FORCE,
+		OPT_FLAT
 	};
 	static const struct option long_opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, OPT_FORCE },
+		{ "flat", no_argument, NULL, OPT_FLAT },
 		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "frequency", required_argument, NULL, 'F' },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -216,6 +221,9 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 			break;
 		case OPT_FORCE:
 			o->force = true;
+			break;
+		case OPT_FLAT:
+			o->flat = true;
 			break;
 		case OPT_FORMAT:
 			if (parse_format(optarg, &o->format))

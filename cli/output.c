@@ -218,6 +218,7 @@ int session__open_output(struct session *s)
 		.origin_ns = sampler_now_ns(),
 		.frames = s->frames,
 		.summary = s->summary,
+		.flat = o->flat,
 	};
 	int status = check_output(s);
 

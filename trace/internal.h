@@ -35,6 +35,7 @@ struct trace {
 	struct trace_stats stats;
 	uint64_t lost_to_write_errors;
 	bool wrote_event;
+	uint32_t flat_pid; /* --flat: the one process, the first pid written; 0 until then */
 };
 
 /*

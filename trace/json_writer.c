@@ -12,12 +12,20 @@ void json_writer__header(struct trace *trace)
 	out_file__puts(trace->out, "{\"traceEvents\":[");
 }
 
-/* Starts an event object; false when the output already failed (the event is lost). */
+/*
+ * Starts an event object; false when the output already failed (the event is lost).
+ * --flat: every thread is a thread of one process, the first one written.
+ */
 static bool begin_event(struct trace *trace, const char *ph, uint32_t pid, uint32_t tid)
 {
 	if (out_file__error(trace->out)) {
 		trace->lost_to_write_errors++;
 		return false;
+	}
+	if (trace->opts.flat) {
+		if (!trace->flat_pid)
+			trace->flat_pid = pid;
+		pid = trace->flat_pid;
 	}
 	out_file__printf(trace->out, "%s{\"ph\":\"%s\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32,
 			 trace->wrote_event ? ",\n" : "\n", ph, pid, tid);
@@ -103,6 +111,56 @@ int json_writer__event(struct trace *trace, const struct trace_event *ev)
 	return 0;
 }
 
+/* One metadata event: NAME (process_name ...) with {"ARG": @text or @number}. */
+static void write_meta(struct trace *trace, uint32_t pid, uint32_t tid, const char *name,
+		       const char *arg, const char *text, size_t number)
+{
+	if (!begin_event(trace, "M", pid, tid))
+		return;
+	out_file__printf(trace->out, ",\"ts\":0,\"name\":\"%s\",\"args\":{\"%s\":", name, arg);
+	if (text)
+		json_put_string(trace->out, text);
+	else
+		out_file__printf(trace->out, "%zu", number);
+	out_file__puts(trace->out, "}");
+	end_event(trace);
+}
+
+/*
+ * --flat: one process whose threads are all the traced threads, process by process in
+ * order of first appearance, each named "THREAD (pid PID, tid TID) PROCESS".
+ */
+static int write_flat_metadata(struct trace *trace, struct name_entry **sorted, size_t count)
+{
+	size_t i, j, rank = 0, processes = 0;
+	char text[512];
+
+	for (i = 0; i < count; i++) {
+		const struct name_entry *p = sorted[i];
+
+		if (p->tid)
+			continue;
+		processes++;
+		for (j = 0; j < count; j++) {
+			const struct name_entry *t = sorted[j];
+
+			if (!t->tid || t->pid != p->pid)
+				continue;
+			snprintf(text, sizeof(text),
+				 "%.120s (pid %" PRIu32 ", tid %" PRIu32 ") %.200s",
+				 t->name ? t->name : "thread", t->pid, t->tid,
+				 p->name ? p->name : "");
+			write_meta(trace, t->pid, t->tid, "thread_name", "name", text, 0);
+			write_meta(trace, t->pid, t->tid, "thread_sort_index", "sort_index", NULL,
+				   rank++);
+		}
+	}
+	snprintf(text, sizeof(text), "pytrace-sample: %zu processes, one row per thread (--flat)",
+		 processes);
+	write_meta(trace, trace->flat_pid, trace->flat_pid, "process_name", "name", text, 0);
+	return 0;
+}
+
 /* process_name/thread_name and sort indices, in order of first appearance. */
 int json_writer__metadata(struct trace *trace)
 {
@@ -112,30 +170,23 @@ int json_writer__metadata(struct trace *trace)
 	sorted = names__sorted(trace->names, &count);
 	if (!sorted)
 		return -ENOMEM;
+	if (trace->opts.flat && trace->flat_pid) {
+		write_flat_metadata(trace, sorted, count);
+		free(sorted);
+		return 0;
+	}
 	for (i = 0; i < count; i++) {
 		const struct name_entry *e = sorted[i];
 		const char *what = e->tid ? "thread" : "process";
-		char fallback[32];
+		char fallback[32], name[32], sort[32];
 
-		if (!e->name)
-			snprintf(fallback, sizeof(fallback), "%s %" PRIu32, what,
-				 e->tid ? e->tid : e->pid);
-		if (begin_event(trace, "M", e->pid, e->tid ? e->tid : e->pid)) {
-			out_file__printf(
-				trace->out,
-				",\"ts\":0,\"name\":\"%s_name\",\"args\":{\"name\":", what);
-			json_put_string(trace->out, e->name ? e->name : fallback);
-			out_file__puts(trace->out, "}");
-			end_event(trace);
-		}
-		if (begin_event(trace, "M", e->pid, e->tid ? e->tid : e->pid)) {
-			out_file__printf(
-				trace->out,
-				",\"ts\":0,\"name\":\"%s_sort_index\",\"args\":{\"sort_index\":%zu}",
-				what, rank[e->tid != 0]);
-			end_event(trace);
-		}
-		rank[e->tid != 0]++;
+		snprintf(fallback, sizeof(fallback), "%s %" PRIu32, what, e->tid ? e->tid : e->pid);
+		snprintf(name, sizeof(name), "%s_name", what);
+		snprintf(sort, sizeof(sort), "%s_sort_index", what);
+		write_meta(trace, e->pid, e->tid ? e->tid : e->pid, name, "name",
+			   e->name ? e->name : fallback, 0);
+		write_meta(trace, e->pid, e->tid ? e->tid : e->pid, sort, "sort_index", NULL,
+			   rank[e->tid != 0]++);
 	}
 	free(sorted);
 	return 0;

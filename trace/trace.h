@@ -36,6 +36,7 @@ struct trace_opts {
 	uint32_t max_depth;		  /* slices this deep or deeper are cut; 0: 512 */
 	const struct frame_table *frames; /* borrowed; names every frame id */
 	struct trace_summary *summary;	  /* borrowed; fed every slice written, or NULL */
+	bool flat;			  /* JSON: one process, a row per thread (--flat) */
 };
 
 /*
