@@ -98,6 +98,8 @@ static void print_summary(struct session *s, int close_err, bool written,
 			format_of(s) == TRACE_FORMAT_PERFETTO ? "statistics" : "otherData");
 	if (!close_err && s->opts->quiet)
 		return;
+	if (s->summary && format_of(s) != TRACE_FORMAT_FOLDED)
+		trace_summary__print(s->summary, stderr);
 	fprintf(stderr,
 		"pytrace-sample: wrote %s: %" PRIu64
 		" slices from %u processes, %u threads; %" PRIu64 " samples, %" PRIu64
@@ -115,8 +117,6 @@ static void print_summary(struct session *s, int close_err, bool written,
 			" of processes not yet known to run Python)\n",
 			st.kernel_events_lost + st.kernel_samples_lost, st.kernel_events_lost,
 			st.kernel_samples_lost);
-	if (s->summary && format_of(s) != TRACE_FORMAT_FOLDED)
-		trace_summary__print(s->summary, stderr);
 	if (format_of(s) == TRACE_FORMAT_PERFETTO)
 		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file)\n");
 	else if (format_of(s) != TRACE_FORMAT_FOLDED)
