@@ -12,6 +12,7 @@
 /* Exit codes of our own failures (sysexits.h values); a launched CMD's status otherwise. */
 enum cli_exit {
 	EXIT_USAGE = 64,
+	EXIT_NOT_A_TRACE = 65, /* report: the file is not a trace we can read */
 	EXIT_NO_PROCESS = 66,
 	EXIT_UNAVAILABLE = 69,
 	EXIT_INTERNAL = 70,
@@ -33,13 +34,18 @@ struct cli_opts {
 	int verbosity;
 	pid_t *pids;
 	size_t npids;
-	char **argv; /* the command to launch, or NULL */
-	bool dump;   /* the dump subcommand */
-	bool native; /* native frames too */
+	char **argv;	    /* the command to launch, or NULL */
+	bool dump;	    /* the dump subcommand */
+	const char *report; /* the report subcommand's trace, or NULL */
+	bool flat;	    /* --flat */
+	bool native;	    /* native frames too */
 };
 
 /* Prints the Python stacks of the -p trees once; returns the exit status. */
 int cli_dump(const struct cli_opts *opts);
+
+/* Prints the report of a written JSON trace; returns the exit status. */
+int cli_report(const char *path);
 
 /* Runs one recording from start to summary; returns the process exit status. */
 int cli_record(const struct cli_opts *opts);

@@ -19,6 +19,7 @@ static void usage(FILE *f)
 		"usage: pytrace-sample [options] -- CMD [ARGS...]   launch CMD and trace its whole process tree\n"
 		"       pytrace-sample [options] -p PID[,PID...]    attach to running processes and their descendants\n"
 		"       pytrace-sample dump -p PID[,PID...]         print every thread's Python stack once\n"
+		"       pytrace-sample report TRACE.json[.gz]       print the report of a written trace\n"
 		"\n"
 		"Samples the stacks of every thread of a process tree and writes a time-ordered flame chart\n"
 		"(Chrome Trace Event Format): open it at https://ui.perfetto.dev or in Chrome DevTools >\n"
@@ -28,11 +29,16 @@ static void usage(FILE *f)
 		"output:\n"
 		"  -o, --output FILE     where to write (default: CMD-YYYYmmdd-HHMMSS.json in the current\n"
 		"                        folder, never replacing a file). The ending picks the format:\n"
-		"                        .json, .json.gz (gzip'd), .folded (collapsed stacks for flame\n"
-		"                        graphs). An existing FILE is refused (status 73) unless --force;\n"
-		"                        a folder always is. Checked before CMD is started.\n"
+		"                        .json, .json.gz (gzip'd), .pftrace (Perfetto's protobuf, a third\n"
+		"                        of the JSON's size and read as it streams: for long runs;\n"
+		"                        ui.perfetto.dev only), .folded (collapsed stacks for flame\n"
+		"                        graphs). An existing FILE is refused (status 73) unless\n"
+		"                        --force; a folder always is. Checked before CMD is started.\n"
 		"      --force           replace an existing -o FILE\n"
-		"      --format FMT      json, json.gz or folded, whatever the name\n"
+		"      --format FMT      json, json.gz, perfetto or folded, whatever the name\n"
+		"      --flat            JSON: one process whose rows are every traced thread, named\n"
+		"                        \"THREAD (pid PID, tid TID) PROCESS\": denser than a group per\n"
+		"                        process, with the original pid and tid in each row's name\n"
 		"\n"
 		"sampling:\n"
 		"  -F, --frequency HZ    samples per second of CPU time per thread (default 1000, at most 100000)\n"
@@ -54,8 +60,14 @@ static void usage(FILE *f)
 		"\n"
 		"dump takes only -p and -v.\n"
 		"\n"
+		"report: at the end of a recording (unless -q), and for a written JSON trace with\n"
+		"'report', a short report computed from the trace's slices: per process and thread\n"
+		"the wall time, the time on a CPU and the waits by reason (sleep, lock wait, read,\n"
+		"preempted ...); the functions with the most self time; the longest waits with the\n"
+		"stack that waited. Exit status: 0, 64 usage, 65 not a trace, 66 no such file.\n"
+		"\n"
 		"other:\n"
-		"  -q, --quiet           no progress line and no summary, only errors\n"
+		"  -q, --quiet           no progress line, summary or report, only errors\n"
 		"  -v, --verbose         more diagnostics on stderr (twice for debug output)\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         print the version\n"
@@ -120,6 +132,8 @@ static int parse_format(const char *arg, enum trace_format *format)
 		*format = TRACE_FORMAT_JSON_GZ;
 	else if (!strcmp(arg, "folded"))
 		*format = TRACE_FORMAT_FOLDED;
+	else if (!strcmp(arg, "perfetto") || !strcmp(arg, "pftrace"))
+		*format = TRACE_FORMAT_PERFETTO;
 	else
 		return -EINVAL;
 	return 0;
@@ -159,11 +173,13 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		OPT_STACK,
 		OPT_NATIVE,
 		OPT_BACKEND,
-		OPT_FORCE
+		OPT_FORCE,
+		OPT_FLAT
 	};
 	static const struct option long_opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, OPT_FORCE },
+		{ "flat", no_argument, NULL, OPT_FLAT },
 		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "frequency", required_argument, NULL, 'F' },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -183,6 +199,12 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 	char *end;
 	int c, index;
 
+	if (argc > 1 && !strcmp(argv[1], "report")) {
+		if (argc != 3 || argv[2][0] == '-')
+			return bad_usage("%s", "usage: pytrace-sample report TRACE.json[.gz]");
+		o->report = argv[2];
+		return -1;
+	}
 	if (argc > 1 && !strcmp(argv[1], "dump")) {
 		o->dump = true;
 		argv++;
@@ -200,10 +222,14 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		case OPT_FORCE:
 			o->force = true;
 			break;
+		case OPT_FLAT:
+			o->flat = true;
+			break;
 		case OPT_FORMAT:
 			if (parse_format(optarg, &o->format))
-				return bad_usage("unknown format '%s' (json, json.gz or folded)",
-						 optarg);
+				return bad_usage(
+					"unknown format '%s' (json, json.gz, perfetto or folded)",
+					optarg);
 			break;
 		case 'F': {
 			long hz = strtol(optarg, &end, 10);
@@ -306,7 +332,9 @@ int main(int argc, char **argv)
 						  : LOG_WARN);
 		/* Never ask a debuginfod server: no network, and no waiting on one. */
 		unsetenv("DEBUGINFOD_URLS");
-		status = opts.dump ? cli_dump(&opts) : cli_record(&opts);
+		status = opts.report ? cli_report(opts.report)
+			 : opts.dump ? cli_dump(&opts)
+				     : cli_record(&opts);
 	}
 	free(opts.pids);
 	return status;

@@ -14,9 +14,10 @@
 /* A file name from the command and the time that names no existing file. */
 void session__default_output(const struct cli_opts *o, char *buf, size_t size)
 {
-	const char *ext = o->format == TRACE_FORMAT_JSON_GZ  ? ".json.gz"
-			  : o->format == TRACE_FORMAT_FOLDED ? ".folded"
-							     : ".json";
+	const char *ext = o->format == TRACE_FORMAT_JSON_GZ    ? ".json.gz"
+			  : o->format == TRACE_FORMAT_FOLDED   ? ".folded"
+			  : o->format == TRACE_FORMAT_PERFETTO ? ".pftrace"
+							       : ".json";
 	char base[128], stamp[32];
 	time_t now = time(NULL);
 	struct stat st;
@@ -61,6 +62,11 @@ void session__clear_progress(struct session *s)
 	s->progress_shown = false;
 }
 
+static enum trace_format format_of(const struct session *s)
+{
+	return s->opts->format ? s->opts->format : trace_format__from_path(s->output);
+}
+
 static void print_summary(struct session *s, int close_err, bool written,
 			  const struct trace_stats *ts)
 {
@@ -87,11 +93,13 @@ static void print_summary(struct session *s, int close_err, bool written,
 	if (close_err)
 		fprintf(stderr,
 			"pytrace-sample: writing %s failed (%s): the trace ends at its last complete "
-			"event; %" PRIu64
-			" events were lost (otherData.events_lost_to_write_errors)\n",
-			s->output, strerror(-close_err), ts->lost_to_write_errors);
+			"event; %" PRIu64 " events were lost (%s.events_lost_to_write_errors)\n",
+			s->output, strerror(-close_err), ts->lost_to_write_errors,
+			format_of(s) == TRACE_FORMAT_PERFETTO ? "statistics" : "otherData");
 	if (!close_err && s->opts->quiet)
 		return;
+	if (s->summary && format_of(s) != TRACE_FORMAT_FOLDED)
+		trace_summary__print(s->summary, stderr);
 	fprintf(stderr,
 		"pytrace-sample: wrote %s: %" PRIu64
 		" slices from %u processes, %u threads; %" PRIu64 " samples, %" PRIu64
@@ -109,8 +117,9 @@ static void print_summary(struct session *s, int close_err, bool written,
 			" of processes not yet known to run Python)\n",
 			st.kernel_events_lost + st.kernel_samples_lost, st.kernel_events_lost,
 			st.kernel_samples_lost);
-	if (s->opts->format != TRACE_FORMAT_FOLDED &&
-	    trace_format__from_path(s->output) != TRACE_FORMAT_FOLDED)
+	if (format_of(s) == TRACE_FORMAT_PERFETTO)
+		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file)\n");
+	else if (format_of(s) != TRACE_FORMAT_FOLDED)
 		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file) or in "
 				"Chrome DevTools > Performance > Load profile\n");
 	pr_info("symbolizer: %" PRIu64 " stacks, %" PRIu64 " frames, %" PRIu64 " unknown, %" PRIu64
@@ -208,6 +217,8 @@ int session__open_output(struct session *s)
 		.period_ns = 1000000000ULL / o->sampler.frequency_hz,
 		.origin_ns = sampler_now_ns(),
 		.frames = s->frames,
+		.summary = s->summary,
+		.flat = o->flat,
 	};
 	int status = check_output(s);
 

@@ -508,6 +508,8 @@ int cli_record(const struct cli_opts *o)
 	s->sym = s->frames ? symbolizer__new(&sym_opts, s->frames) : NULL;
 	if (!s->names || !s->last_stacks || !s->sym)
 		goto out_free;
+	if (!o->quiet && !(s->summary = trace_summary__new()))
+		goto out_free;
 	status = session__open_output(s);
 	if (status >= 0)
 		goto out_free;
@@ -537,6 +539,7 @@ out_free:
 	sampler__free(s->sampler);
 	symbolizer__free(s->sym);
 	frame_table__free(s->frames);
+	trace_summary__free(s->summary);
 	hashmap__free_all(s->names, free);
 	hashmap__free_all(s->last_stacks, free);
 	free(s);

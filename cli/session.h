@@ -19,6 +19,7 @@ struct session {
 	struct symbolizer *sym;
 	struct sampler *sampler;
 	struct trace *trace;
+	struct trace_summary *summary; /* the report printed at the end; NULL with -q */
 	char output[4096];
 	struct hashmap *names;	     /* pid and (pid << 32 | tid) -> malloc'd name */
 	struct hashmap *last_stacks; /* tid -> struct last_stack: for waits with no stack */

@@ -161,3 +161,12 @@ int hashmap__next(const struct hashmap *map, size_t *cursor, uint64_t *key, void
 	}
 	return 0;
 }
+
+uint64_t hash_string(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 0x100000001b3ULL;
+	return h;
+}

@@ -33,4 +33,7 @@ size_t hashmap__count(const struct hashmap *map);
  */
 int hashmap__next(const struct hashmap *map, size_t *cursor, uint64_t *key, void **value);
 
+/* FNV-1a of a NUL-terminated string: a key for maps of strings (compare on a hit). */
+uint64_t hash_string(const char *s);
+
 #endif

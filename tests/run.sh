@@ -61,7 +61,7 @@ run_e2e e2e env PYTRACE_BUILD="$build" python3 tests/e2e/run.py e2e
 run_e2e e2e-asan env PYTRACE_BUILD="$build" \
 	PYTRACE_TOOL="$(cd "$build" && pwd)/asan/pytrace-sample" \
 	python3 tests/e2e/run.py e2e-asan test_perf_tree test_python_dump test_python_views \
-	test_kernel_reader test_kernel_samples
+	test_kernel_reader test_kernel_samples test_perfetto test_report
 rm -f "$log"
 
 echo "tests: $passed passed, $failed failed, $skipped skipped"

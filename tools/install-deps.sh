@@ -4,7 +4,7 @@
 set -eu
 
 packages="build-essential pkg-config zlib1g-dev libcmocka-dev libdw-dev libelf-dev \
-libbpf-dev bpftool clang llvm clang-format cppcheck python3"
+libbpf-dev bpftool clang llvm clang-format cppcheck python3 protobuf-compiler"
 command -v node >/dev/null 2>&1 || packages="$packages nodejs"
 command -v npm >/dev/null 2>&1 || packages="$packages npm"
 

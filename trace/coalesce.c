@@ -125,6 +125,11 @@ static int close_from(struct coalescer *c, struct thread_stack *ts, uint32_t dep
 			c->stats.slices_too_deep++;
 		} else if (t_ns <= o->start_ns) {
 			c->stats.slices_empty++;
+			if (c->sink.open) { /* its opening was heard: so is its end */
+				int r = c->sink.slice(c->sink.ctx, &s);
+
+				err = err ? err : r;
+			}
 		} else {
 			int r = c->sink.slice(c->sink.ctx, &s);
 
@@ -222,6 +227,20 @@ static int apply(struct coalescer *c, struct thread_stack *ts, const struct held
 		};
 	}
 	ts->depth = obs->nframes;
+	for (i = d; i < obs->nframes && c->sink.open && i < c->opts.max_depth; i++) {
+		struct slice s = {
+			.pid = ts->pid,
+			.tid = ts->tid,
+			.depth = i,
+			.func = obs->frames[i].func,
+			.line = obs->frames[i].line,
+			.callsite = obs->frames[i].callsite,
+			.start_ns = obs->start,
+		};
+		int r = c->sink.open(c->sink.ctx, &s);
+
+		err2 = err2 ? err2 : r;
+	}
 	for (i = 0; i < obs->nframes; i++) {
 		if (obs->kind == TRACE_OFF_CPU)
 			ts->open[i].waits++;

@@ -17,10 +17,13 @@ struct slice {
 
 /*
  * Where closed slices go. Slices closed at one instant are delivered shallowest first,
- * so a parent precedes a child with the same start and duration.
+ * so a parent precedes a child with the same start and duration. @open, when not NULL,
+ * hears of each slice as it opens (end_ns, samples and waits 0), parents first, and then
+ * @slice hears of its end even when empty (end_ns == start_ns); one too deep is neither.
  */
 struct slice_sink {
 	int (*slice)(void *ctx, const struct slice *slice);
+	int (*open)(void *ctx, const struct slice *slice);
 	void *ctx;
 };
 

@@ -5,8 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at @p (lead byte >= 0x80), or 0 when invalid. */
-static size_t utf8_valid_length(const unsigned char *p)
+size_t utf8_valid_length(const unsigned char *p)
 {
 	unsigned char lo = 0x80, hi = 0xbf;
 	size_t len, i;

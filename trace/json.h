@@ -13,4 +13,7 @@
  */
 void json_put_string(struct out_file *out, const char *s);
 
+/* Length of the valid UTF-8 sequence at @p (lead byte >= 0x80), or 0 when invalid. */
+size_t utf8_valid_length(const unsigned char *p);
+
 #endif

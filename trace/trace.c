@@ -8,34 +8,7 @@
 #include <string.h>
 
 #include "../common/log.h"
-#include "coalesce.h"
-#include "folded.h"
-#include "json.h"
-#include "names.h"
-#include "out.h"
-
-#ifndef PYTRACE_VERSION
-#define PYTRACE_VERSION "unknown"
-#endif
-
-struct trace_note {
-	char *key;
-	uint64_t value;
-};
-
-struct trace {
-	struct trace_opts opts;
-	enum trace_format format;
-	struct out_file *out;
-	struct coalescer *coalescer; /* JSON formats */
-	struct folded *folded;	     /* collapsed stacks */
-	struct names *names;
-	struct trace_note *notes;
-	size_t nnotes;
-	struct trace_stats stats;
-	uint64_t lost_to_write_errors;
-	bool wrote_event;
-};
+#include "internal.h"
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -44,82 +17,71 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
-enum trace_format trace_format__from_path(const char *path)
-{
-	if (ends_with(path, ".gz"))
-		return TRACE_FORMAT_JSON_GZ;
-	if (ends_with(path, ".folded") || ends_with(path, ".collapsed"))
-		return TRACE_FORMAT_FOLDED;
-	return TRACE_FORMAT_JSON;
-}
-
 /*
  * Microseconds after the origin, the origin itself at 1 us. Whole microseconds on
  * purpose: viewers add ts + dur in doubles, and decimal fractions there round a child's
  * end past its parent's (20530.578 > 20530.577999999998), which DevTools drops as a
  * partial overlap. Flooring start and end alike keeps every nesting exact.
  */
-static uint64_t to_us(const struct trace *trace, uint64_t t_ns)
+uint64_t trace_to_us(const struct trace *trace, uint64_t t_ns)
 {
 	t_ns = t_ns > trace->opts.origin_ns ? t_ns - trace->opts.origin_ns : 0;
 	return t_ns / 1000 + 1;
 }
 
-/* Starts an event object; false when the output already failed (the event is lost). */
-static bool begin_event(struct trace *trace, const char *ph, uint32_t pid, uint32_t tid)
+enum trace_format trace_format__from_path(const char *path)
 {
-	if (out_file__error(trace->out)) {
-		trace->lost_to_write_errors++;
-		return false;
-	}
-	out_file__printf(trace->out, "%s{\"ph\":\"%s\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32,
-			 trace->wrote_event ? ",\n" : "\n", ph, pid, tid);
-	trace->wrote_event = true;
-	return true;
+	if (ends_with(path, ".gz"))
+		return TRACE_FORMAT_JSON_GZ;
+	if (ends_with(path, ".folded") || ends_with(path, ".collapsed"))
+		return TRACE_FORMAT_FOLDED;
+	if (ends_with(path, ".pftrace") || ends_with(path, ".perfetto-trace"))
+		return TRACE_FORMAT_PERFETTO;
+	return TRACE_FORMAT_JSON;
 }
 
-/* Ends an event; false when a write failed inside it (it will be cut, so it is lost). */
-static bool end_event(struct trace *trace)
+/* The summary hears of a slice on the microsecond grid, as the writers write it. */
+static int summarize(struct trace *trace, const struct slice *s)
 {
-	out_file__puts(trace->out, "}");
-	if (out_file__error(trace->out)) {
-		trace->lost_to_write_errors++;
-		return false;
-	}
-	out_file__mark(trace->out);
-	return true;
+	const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
+	uint64_t start_us = trace_to_us(trace, s->start_ns), end_us = trace_to_us(trace, s->end_ns);
+	struct trace_summary_slice sl = {
+		.pid = s->pid,
+		.tid = s->tid,
+		.depth = s->depth,
+		.name = f ? f->name : "[bad frame id]",
+		.off_cpu = f && f->kind == FRAME_OFF_CPU,
+		.start_ns = trace->opts.origin_ns + (start_us - 1) * 1000,
+		.end_ns = trace->opts.origin_ns + (end_us - 1) * 1000,
+	};
+
+	if (s->end_ns <= s->start_ns || end_us <= start_us)
+		return 0;
+	return trace_summary__close(trace->opts.summary, &sl);
 }
 
-static int write_slice(void *ctx, const struct slice *s)
+static int on_slice(void *ctx, const struct slice *s)
 {
 	struct trace *trace = ctx;
-	const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
-	uint64_t start_us = to_us(trace, s->start_ns), end_us = to_us(trace, s->end_ns);
+	int err = trace->pftrace ? pftrace__slice(trace, s) : json_writer__slice(trace, s);
 
-	if (end_us <= start_us) {
-		trace->stats.slices_empty++; /* shorter than the microsecond grid */
-		return 0;
+	if (!err && trace->opts.summary)
+		err = summarize(trace, s);
+	return err;
+}
+
+static int on_open(void *ctx, const struct slice *s)
+{
+	struct trace *trace = ctx;
+	int err = trace->pftrace ? pftrace__open_slice(trace, s) : 0;
+
+	if (!err && trace->opts.summary) {
+		const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
+
+		err = trace_summary__open(trace->opts.summary, s->pid, s->tid, s->depth,
+					  f ? f->name : "[bad frame id]");
 	}
-	if (names__seen(trace->names, s->pid, s->tid, s->start_ns))
-		return -ENOMEM;
-	if (!begin_event(trace, "X", s->pid, s->tid))
-		return 0;
-	out_file__printf(trace->out, ",\"ts\":%" PRIu64 ",\"dur\":%" PRIu64 ",\"name\":", start_us,
-			 end_us - start_us);
-	json_put_string(trace->out, f ? f->name : "[bad frame id]");
-	out_file__printf(trace->out, ",\"cat\":\"%s\",\"args\":{\"file\":",
-			 f ? frame_kind__name(f->kind) : "unknown");
-	json_put_string(trace->out, f ? f->file : "");
-	out_file__printf(trace->out, ",\"line\":%" PRIu32, s->line ? s->line : (f ? f->line : 0));
-	if (f && f->line)
-		out_file__printf(trace->out, ",\"first_line\":%" PRIu32, f->line);
-	out_file__printf(trace->out, ",\"samples\":%" PRIu32, s->samples);
-	if (s->waits)
-		out_file__printf(trace->out, ",\"waits\":%" PRIu32, s->waits);
-	out_file__puts(trace->out, "}");
-	if (end_event(trace))
-		trace->stats.slices++;
-	return 0;
+	return err;
 }
 
 static void trace__destroy(struct trace *trace)
@@ -128,6 +90,7 @@ static void trace__destroy(struct trace *trace)
 
 	coalescer__free(trace->coalescer);
 	folded__free(trace->folded);
+	pftrace__free(trace->pftrace);
 	names__free(trace->names);
 	for (i = 0; i < trace->nnotes; i++)
 		free(trace->notes[i].key);
@@ -162,8 +125,15 @@ struct trace *trace__open(const struct trace_opts *opts)
 		if (!trace->folded)
 			goto out_destroy;
 	} else {
-		struct slice_sink sink = { .slice = write_slice, .ctx = trace };
+		struct slice_sink sink = { .slice = on_slice, .ctx = trace };
 
+		if (trace->format == TRACE_FORMAT_PERFETTO) {
+			trace->pftrace = pftrace__new();
+			if (!trace->pftrace)
+				goto out_destroy;
+		}
+		if (trace->pftrace || opts->summary)
+			sink.open = on_open;
 		trace->coalescer = coalescer__new(&copts, sink);
 		if (!trace->coalescer)
 			goto out_destroy;
@@ -173,8 +143,10 @@ struct trace *trace__open(const struct trace_opts *opts)
 		err = -errno;
 		goto out_destroy;
 	}
-	if (trace->format != TRACE_FORMAT_FOLDED)
-		out_file__puts(trace->out, "{\"traceEvents\":[");
+	if (trace->pftrace)
+		pftrace__header(trace);
+	else if (!trace->folded)
+		json_writer__header(trace);
 	return trace;
 
 out_destroy:
@@ -193,51 +165,32 @@ int trace__observe(struct trace *trace, const struct trace_obs *obs)
 			return -ENOMEM;
 		return folded__add(trace->folded, obs);
 	}
+	if (trace->pftrace) {
+		int err = pftrace__observe(trace, obs);
+
+		if (err)
+			return err;
+	}
 	return coalescer__observe(trace->coalescer, obs);
 }
 
 int trace__event(struct trace *trace, const struct trace_event *ev)
 {
-	static const char *const names[] = {
-		[TRACE_EVENT_FORK] = "fork",
-		[TRACE_EVENT_EXEC] = "exec",
-		[TRACE_EVENT_EXIT] = "exit",
-	};
-
 	if (ev->kind > TRACE_EVENT_EXIT)
 		return -EINVAL;
 	if (trace->folded)
 		return 0;
 	if (names__seen(trace->names, ev->pid, ev->tid, ev->t_ns))
 		return -ENOMEM;
-	if (!begin_event(trace, "i", ev->pid, ev->tid))
-		return 0;
-	out_file__printf(trace->out, ",\"ts\":%" PRIu64, to_us(trace, ev->t_ns));
-	out_file__printf(trace->out, ",\"s\":\"t\",\"cat\":\"process\",\"name\":\"%s\",\"args\":{",
-			 names[ev->kind]);
-	switch (ev->kind) {
-	case TRACE_EVENT_FORK:
-		out_file__printf(trace->out, "\"child_pid\":%" PRId64, ev->value);
-		break;
-	case TRACE_EVENT_EXEC:
-		out_file__puts(trace->out, "\"program\":");
-		json_put_string(trace->out, ev->text);
-		break;
-	case TRACE_EVENT_EXIT:
-		if (ev->value >= 0)
-			out_file__printf(trace->out, "\"status\":%" PRId64, ev->value);
-		else
-			out_file__puts(trace->out, "\"status\":null");
-		break;
-	}
-	out_file__puts(trace->out, "}");
-	if (end_event(trace))
-		trace->stats.events++;
-	return 0;
+	if (trace->pftrace)
+		return pftrace__event(trace, ev);
+	return json_writer__event(trace, ev);
 }
 
 int trace__name_process(struct trace *trace, uint32_t pid, const char *name)
 {
+	if (trace->opts.summary && trace_summary__name(trace->opts.summary, pid, 0, name))
+		return -ENOMEM;
 	return names__set(trace->names, pid, 0, name);
 }
 
@@ -245,14 +198,24 @@ int trace__name_thread(struct trace *trace, uint32_t pid, uint32_t tid, const ch
 {
 	if (!tid)
 		return -EINVAL;
+	if (trace->opts.summary && trace_summary__name(trace->opts.summary, pid, tid, name))
+		return -ENOMEM;
 	return names__set(trace->names, pid, tid, name);
 }
 
 int trace__end_thread(struct trace *trace, uint32_t pid, uint32_t tid, uint64_t t_ns)
 {
+	int err;
+
 	if (!trace->coalescer)
 		return 0;
-	return coalescer__end_thread(trace->coalescer, pid, tid, t_ns);
+	err = coalescer__end_thread(trace->coalescer, pid, tid, t_ns);
+	if (trace->pftrace) {
+		int r = pftrace__end_thread(trace, pid, tid);
+
+		err = err ? err : r;
+	}
+	return err;
 }
 
 int trace__note(struct trace *trace, const char *key, uint64_t value)
@@ -286,67 +249,6 @@ void trace__stats(const struct trace *trace, struct trace_stats *stats)
 	stats->bytes = out_file__bytes(trace->out);
 }
 
-/* process_name/thread_name and sort indices, in order of first appearance. */
-static int write_metadata(struct trace *trace)
-{
-	struct name_entry **sorted;
-	size_t count, i, rank[2] = { 0, 0 };
-
-	sorted = names__sorted(trace->names, &count);
-	if (!sorted)
-		return -ENOMEM;
-	for (i = 0; i < count; i++) {
-		const struct name_entry *e = sorted[i];
-		const char *what = e->tid ? "thread" : "process";
-		char fallback[32];
-
-		if (!e->name)
-			snprintf(fallback, sizeof(fallback), "%s %" PRIu32, what,
-				 e->tid ? e->tid : e->pid);
-		if (begin_event(trace, "M", e->pid, e->tid ? e->tid : e->pid)) {
-			out_file__printf(
-				trace->out,
-				",\"ts\":0,\"name\":\"%s_name\",\"args\":{\"name\":", what);
-			json_put_string(trace->out, e->name ? e->name : fallback);
-			out_file__puts(trace->out, "}");
-			end_event(trace);
-		}
-		if (begin_event(trace, "M", e->pid, e->tid ? e->tid : e->pid)) {
-			out_file__printf(
-				trace->out,
-				",\"ts\":0,\"name\":\"%s_sort_index\",\"args\":{\"sort_index\":%zu}",
-				what, rank[e->tid != 0]);
-			end_event(trace);
-		}
-		rank[e->tid != 0]++;
-	}
-	free(sorted);
-	return 0;
-}
-
-static void write_footer(struct trace *trace, const struct trace_stats *stats)
-{
-	size_t i;
-
-	out_file__printf(
-		trace->out,
-		"\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"tool\":\"pytrace-sample "
-		"%s\",\"clock\":\"CLOCK_MONOTONIC\",\"origin_ns\":%" PRIu64
-		",\"period_ns\":%" PRIu64 ",\"observations\":%" PRIu64 ",\"slices\":%" PRIu64
-		",\"slices_too_deep\":%" PRIu64 ",\"slices_empty\":%" PRIu64
-		",\"reordered\":%" PRIu64 ",\"hidden\":%" PRIu64
-		",\"events_lost_to_write_errors\":%" PRIu64,
-		PYTRACE_VERSION, trace->opts.origin_ns, trace->opts.period_ns, stats->observations,
-		stats->slices, stats->slices_too_deep, stats->slices_empty, stats->reordered,
-		stats->hidden, stats->lost_to_write_errors);
-	for (i = 0; i < trace->nnotes; i++) {
-		out_file__puts(trace->out, ",");
-		json_put_string(trace->out, trace->notes[i].key);
-		out_file__printf(trace->out, ":%" PRIu64, trace->notes[i].value);
-	}
-	out_file__puts(trace->out, "}}\n");
-}
-
 /* After a write error, cuts the file back to its last complete record and goes on. */
 static int recover_output(struct trace *trace)
 {
@@ -372,14 +274,16 @@ int trace__close(struct trace *trace, struct trace_stats *stats)
 	if (trace->folded) {
 		folded__write(trace->folded, trace->out, trace->opts.frames, trace->names);
 	} else {
-		r = write_metadata(trace);
+		r = trace->pftrace ? pftrace__flush(trace) : json_writer__metadata(trace);
 		err = err ? err : r;
 	}
 	r = recover_output(trace);
 	err = err ? err : r;
 	trace__stats(trace, &local);
-	if (!trace->folded)
-		write_footer(trace, &local);
+	if (trace->pftrace)
+		pftrace__footer(trace, &local);
+	else if (!trace->folded)
+		json_writer__footer(trace, &local);
 	r = out_file__commit(trace->out);
 	trace->out = NULL;
 	err = r ? r : err;

@@ -1,6 +1,7 @@
 /*
  * The trace stage: turns per-thread observations (stacks with times) into nested slices
- * and streams them to a writer: Trace Event JSON, gzip'd JSON or collapsed stacks.
+ * and streams them to a writer: Trace Event JSON, gzip'd JSON, Perfetto's protobuf or
+ * collapsed stacks.
  *
  * Times are nanoseconds on one clock (CLOCK_MONOTONIC from the kernel). Observations of
  * one thread must come in time order; threads may interleave freely.
@@ -10,17 +11,21 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../common/frames.h"
 
 enum trace_format {
-	TRACE_FORMAT_AUTO, /* from the output name: .json.gz, .gz, .folded, else JSON */
+	TRACE_FORMAT_AUTO, /* from the output name: .json.gz, .gz, .folded, .pftrace, else JSON */
 	TRACE_FORMAT_JSON,
 	TRACE_FORMAT_JSON_GZ,
 	TRACE_FORMAT_FOLDED,
+	TRACE_FORMAT_PERFETTO, /* Perfetto's TrackEvent protobuf (.pftrace) */
 };
 
 #define TRACE_DEFAULT_MAX_DEPTH 512
+
+struct trace_summary;
 
 struct trace_opts {
 	const char *path; /* destination; written through a temporary */
@@ -30,6 +35,8 @@ struct trace_opts {
 	uint64_t origin_ns;		  /* earliest time; written as ts = 1 (whole us) */
 	uint32_t max_depth;		  /* slices this deep or deeper are cut; 0: 512 */
 	const struct frame_table *frames; /* borrowed; names every frame id */
+	struct trace_summary *summary;	  /* borrowed; fed every slice written, or NULL */
+	bool flat;			  /* JSON: one process, a row per thread (--flat) */
 };
 
 /*
@@ -85,7 +92,7 @@ struct trace_stats {
 
 struct trace;
 
-/* "json", "json.gz" or "folded" chosen for @path. */
+/* The format @path's ending names: .gz, .folded/.collapsed, .pftrace/.perfetto-trace, else JSON. */
 enum trace_format trace_format__from_path(const char *path);
 
 /*
@@ -126,5 +133,37 @@ void trace__abort(struct trace *trace);
  * (killed): whose pid is gone and which no one holds. Returns how many, or -errno.
  */
 int trace_remove_stale_temps(const char *path);
+
+/*
+ * The end-of-run report (trace/summary.c), computed from the slices a trace holds: fed
+ * by a trace while it writes (trace_opts.summary), or read back from a written JSON
+ * trace (trace_summary__read_json). Slices of a thread come as opened and closed:
+ * a slice opens at a depth under the open ones above it, and closes before anything
+ * opens at its depth again.
+ */
+struct trace_summary_slice {
+	uint32_t pid, tid, depth;
+	const char *name; /* the function, or the reason of a wait */
+	bool off_cpu;	  /* a wait: an off-CPU reason marker */
+	uint64_t start_ns, end_ns;
+};
+
+/* NULL with errno set. Free with trace_summary__free() (accepts NULL). */
+struct trace_summary *trace_summary__new(void);
+void trace_summary__free(struct trace_summary *s);
+/* A process's (@tid 0) or thread's name; latest wins. 0 or -ENOMEM. */
+int trace_summary__name(struct trace_summary *s, uint32_t pid, uint32_t tid, const char *name);
+int trace_summary__open(struct trace_summary *s, uint32_t pid, uint32_t tid, uint32_t depth,
+			const char *name);
+int trace_summary__close(struct trace_summary *s, const struct trace_summary_slice *slice);
+/* The report, short enough for a terminal. 0 or -ENOMEM. */
+int trace_summary__print(const struct trace_summary *s, FILE *f);
+
+/*
+ * Feeds the slices and names of the Trace Event JSON file at @path (gzip'd or not) to
+ * @s. -ENOENT (or another open error) when it can't be read, -EINVAL when it is not a
+ * trace, -ENOMEM.
+ */
+int trace_summary__read_json(struct trace_summary *s, const char *path);
 
 #endif

@@ -2,7 +2,7 @@
  * Writes a pseudo-random multi-process trace with the real trace stage, for the viewer
  * test. Every function is named for the depth it is called at ("d3_f1"), every thread
  * "worker-<tid>", every process "proc-<pid>", so a viewer's tree can be checked against
- * the names alone.  usage: gen_trace OUTPUT SEED
+ * the names alone.  usage: gen_trace OUTPUT SEED [flat]  (flat: as with --flat)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -82,12 +82,13 @@ int main(int argc, char **argv)
 	uint32_t p, th;
 	char name[32];
 
-	if (argc != 3 || !frames) {
-		fprintf(stderr, "usage: gen_trace OUTPUT SEED\n");
+	if (argc < 3 || argc > 4 || !frames) {
+		fprintf(stderr, "usage: gen_trace OUTPUT SEED [flat]\n");
 		return 2;
 	}
 	rng = strtoull(argv[2], NULL, 10) * 0x9e3779b97f4a7c15ULL + 1;
 	opts.path = argv[1];
+	opts.flat = argc == 4 && !strcmp(argv[3], "flat");
 	opts.frames = frames;
 	trace = trace__open(&opts);
 	if (!trace) {

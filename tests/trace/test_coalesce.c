@@ -503,6 +503,82 @@ static void test_coalesce__random_sequences(void **state)
 	free(got);
 }
 
+/* Slices heard opening, per thread and depth (threads 1 and 2), and which closed. */
+struct opened {
+	struct slice open[3][64];
+	bool closed[3][64];
+	uint32_t depth[3];
+	size_t opens, closes;
+};
+
+static int note_open(void *ctx, const struct slice *s)
+{
+	struct opened *o = ctx;
+	uint32_t d;
+
+	assert_true(s->tid <= 2 && s->depth < 64);
+	/* Parents first: it opens under open slices, in place of closed ones. */
+	assert_true(s->depth <= o->depth[s->tid]);
+	for (d = 0; d < o->depth[s->tid]; d++)
+		assert_int_equal(o->closed[s->tid][d], d >= s->depth);
+	o->open[s->tid][s->depth] = *s;
+	o->closed[s->tid][s->depth] = false;
+	o->depth[s->tid] = s->depth + 1;
+	o->opens++;
+	return 0;
+}
+
+static int note_close(void *ctx, const struct slice *s)
+{
+	struct opened *o = ctx;
+	const struct slice *was;
+
+	assert_true(s->tid <= 2 && s->depth < o->depth[s->tid]);
+	assert_false(o->closed[s->tid][s->depth]);
+	was = &o->open[s->tid][s->depth];
+	assert_int_equal(was->func, s->func);
+	assert_int_equal(was->start_ns, s->start_ns);
+	assert_true(s->end_ns >= s->start_ns);
+	o->closed[s->tid][s->depth] = true;
+	o->closes++;
+	return 0;
+}
+
+/* With an open hook, every slice heard opening is heard closing, empty ones included. */
+static void test_coalesce__open_hook(void **state)
+{
+	enum { N = 120 };
+	struct random_obs *seq = calloc(N, sizeof(*seq));
+	struct opened *o = calloc(1, sizeof(*o));
+	uint64_t seed;
+
+	(void)state;
+	assert_non_null(seq);
+	assert_non_null(o);
+	for (seed = 1; seed <= 200; seed++) {
+		struct coalesce_opts opts = { .period_ns = PERIOD, .max_depth = seed % 3 ? 0 : 4 };
+		struct slice_sink sink = { .slice = note_close, .open = note_open, .ctx = o };
+		struct coalescer *co;
+		size_t k;
+
+		rng_state = seed * 0x9e3779b97f4a7c15ULL;
+		make_sequence(seq, N, 1);
+		memset(o, 0, sizeof(*o));
+		co = coalescer__new(&opts, sink);
+		assert_non_null(co);
+		for (k = 0; k < N; k++)
+			assert_int_equal(coalescer__observe(co, &seq[k].obs), 0);
+		assert_int_equal(coalescer__end_all(co), 0);
+		for (k = 0; k < o->depth[1]; k++)
+			assert_true(o->closed[1][k]);
+		assert_int_equal(o->opens, o->closes);
+		assert_true(o->opens > 0);
+		coalescer__free(co);
+	}
+	free(seq);
+	free(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -510,6 +586,7 @@ int main(void)
 		cmocka_unit_test(test_coalesce__close_order),
 		cmocka_unit_test(test_coalesce__bad_input),
 		cmocka_unit_test(test_coalesce__random_sequences),
+		cmocka_unit_test(test_coalesce__open_hook),
 	};
 
 	return cmocka_run_group_tests_name("coalesce", tests, NULL, NULL);

@@ -30,7 +30,9 @@ function load(file) {
 }
 
 // Returns a list of problems DevTools would show with these events (empty when none).
-async function viewerProblems(events) {
+// @flat: written with --flat: one process, each thread named "worker-TID (pid PID, tid
+// TID) proc-PID".
+async function viewerProblems(events, flat = false) {
   const problems = [];
   const model = Trace.TraceModel.Model.createWithAllHandlers();
   await model.parse(structuredClone(events));
@@ -42,7 +44,9 @@ async function viewerProblems(events) {
   for (const [pid, proc] of data.Renderer.processes) {
     for (const [tid, thread] of proc.threads) {
       if (!threadsWithSlices.has(`${pid}:${tid}`)) continue;
-      if (thread.name !== `worker-${tid}`)
+      const want = flat ? new RegExp(`^worker-${tid} \\(pid (\\d+), tid ${tid}\\) proc-\\1$`)
+        : new RegExp(`^worker-${tid}$`);
+      if (!want.test(thread.name ?? ''))
         problems.push(`thread ${pid}:${tid} is named ${JSON.stringify(thread.name)}`);
       const walk = (node) => {
         nodes++;
@@ -56,9 +60,12 @@ async function viewerProblems(events) {
   }
   if (nodes !== slices.length)
     problems.push(`${slices.length} slices in the file, ${nodes} in DevTools' flame chart`);
-  for (const pid of new Set(slices.map((e) => e.pid))) {
+  const pids = new Set(slices.map((e) => e.pid));
+  if (flat && pids.size !== 1) problems.push(`${pids.size} processes, not one`);
+  for (const pid of pids) {
     const name = data.Meta.processNames.get(pid)?.args?.name;
-    if (name !== `proc-${pid}`) problems.push(`process ${pid} is named ${JSON.stringify(name)}`);
+    if (flat ? !/^pytrace-sample: 3 processes/.test(name) : name !== `proc-${pid}`)
+      problems.push(`process ${pid} is named ${JSON.stringify(name)}`);
   }
   return problems;
 }
@@ -102,6 +109,13 @@ try {
       check('a partial overlap is caught', caught.length ? [] : ['a partial overlap went unnoticed']);
     }
   }
+  // --flat: one process, a row per thread, every slice kept at its depth.
+  const flatFile = path.join(tmp, 'flat.json');
+  execFileSync(gen, [flatFile, '5', 'flat'], { stdio: 'inherit' });
+  const flatEvents = load(flatFile).traceEvents;
+  const rows = new Set(flatEvents.filter((e) => e.ph === 'X').map((e) => e.tid)).size;
+  check(`--flat (${rows} thread rows in one process) fully shown at the right depths`,
+    [...await viewerProblems(flatEvents, true), ...(rows === 6 ? [] : [`${rows} rows, not 6`])]);
 } catch (e) {
   failed++;
   console.log(`FAIL: ${e.stack ?? e}`);

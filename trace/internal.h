@@ -1,0 +1,68 @@
+/* Internal to trace/: the state trace.c shares with its writers (json_writer.c, perfetto.c). */
+#ifndef PYTRACE_TRACE_INTERNAL_H
+#define PYTRACE_TRACE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coalesce.h"
+#include "folded.h"
+#include "names.h"
+#include "out.h"
+#include "trace.h"
+
+#ifndef PYTRACE_VERSION
+#define PYTRACE_VERSION "unknown"
+#endif
+
+struct trace_note {
+	char *key;
+	uint64_t value;
+};
+
+struct pftrace;
+
+struct trace {
+	struct trace_opts opts;
+	enum trace_format format;
+	struct out_file *out;
+	struct coalescer *coalescer; /* JSON and Perfetto formats */
+	struct folded *folded;	     /* collapsed stacks */
+	struct pftrace *pftrace;     /* Perfetto's state: tracks, interned strings */
+	struct names *names;
+	struct trace_note *notes;
+	size_t nnotes;
+	struct trace_stats stats;
+	uint64_t lost_to_write_errors;
+	bool wrote_event;
+	uint32_t flat_pid; /* --flat: the one process, the first pid written; 0 until then */
+};
+
+/*
+ * Whole microseconds after the origin, the origin itself at 1 us: every writer puts its
+ * times on this grid, so the formats agree on which slices are empty and how they nest.
+ */
+uint64_t trace_to_us(const struct trace *trace, uint64_t t_ns);
+
+/* json_writer.c: Trace Event JSON. */
+void json_writer__header(struct trace *trace);
+int json_writer__slice(void *ctx, const struct slice *s);
+int json_writer__event(struct trace *trace, const struct trace_event *ev);
+int json_writer__metadata(struct trace *trace);
+void json_writer__footer(struct trace *trace, const struct trace_stats *stats);
+
+/* perfetto.c: Perfetto's TrackEvent protobuf. */
+struct pftrace *pftrace__new(void);
+void pftrace__free(struct pftrace *pf);
+void pftrace__header(struct trace *trace);
+int pftrace__open_slice(void *ctx, const struct slice *s);
+int pftrace__slice(void *ctx, const struct slice *s);
+int pftrace__observe(struct trace *trace, const struct trace_obs *obs);
+int pftrace__event(struct trace *trace, const struct trace_event *ev);
+int pftrace__end_thread(struct trace *trace, uint32_t pid, uint32_t tid);
+/* Writes what is still held (slice ends, counters) and the tracks' final names. */
+int pftrace__flush(struct trace *trace);
+/* The statistics and notes, as the arguments of a last instant event. */
+void pftrace__footer(struct trace *trace, const struct trace_stats *stats);
+
+#endif

@@ -1,0 +1,216 @@
+/* The Trace Event JSON writer: one Complete event per slice, instants, names, otherData. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "json.h"
+
+void json_writer__header(struct trace *trace)
+{
+	out_file__puts(trace->out, "{\"traceEvents\":[");
+}
+
+/*
+ * Starts an event object; false when the output already failed (the event is lost).
+ * --flat: every thread is a thread of one process, the first one written.
+ */
+static bool begin_event(struct trace *trace, const char *ph, uint32_t pid, uint32_t tid)
+{
+	if (out_file__error(trace->out)) {
+		trace->lost_to_write_errors++;
+		return false;
+	}
+	if (trace->opts.flat) {
+		if (!trace->flat_pid)
+			trace->flat_pid = pid;
+		pid = trace->flat_pid;
+	}
+	out_file__printf(trace->out, "%s{\"ph\":\"%s\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32,
+			 trace->wrote_event ? ",\n" : "\n", ph, pid, tid);
+	trace->wrote_event = true;
+	return true;
+}
+
+/* Ends an event; false when a write failed inside it (it will be cut, so it is lost). */
+static bool end_event(struct trace *trace)
+{
+	out_file__puts(trace->out, "}");
+	if (out_file__error(trace->out)) {
+		trace->lost_to_write_errors++;
+		return false;
+	}
+	out_file__mark(trace->out);
+	return true;
+}
+
+int json_writer__slice(void *ctx, const struct slice *s)
+{
+	struct trace *trace = ctx;
+	const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
+	uint64_t start_us = trace_to_us(trace, s->start_ns), end_us = trace_to_us(trace, s->end_ns);
+
+	if (end_us <= start_us) {
+		trace->stats.slices_empty++; /* shorter than the microsecond grid */
+		return 0;
+	}
+	if (names__seen(trace->names, s->pid, s->tid, s->start_ns))
+		return -ENOMEM;
+	if (!begin_event(trace, "X", s->pid, s->tid))
+		return 0;
+	out_file__printf(trace->out, ",\"ts\":%" PRIu64 ",\"dur\":%" PRIu64 ",\"name\":", start_us,
+			 end_us - start_us);
+	json_put_string(trace->out, f ? f->name : "[bad frame id]");
+	out_file__printf(trace->out, ",\"cat\":\"%s\",\"args\":{\"file\":",
+			 f ? frame_kind__name(f->kind) : "unknown");
+	json_put_string(trace->out, f ? f->file : "");
+	out_file__printf(trace->out, ",\"line\":%" PRIu32, s->line ? s->line : (f ? f->line : 0));
+	if (f && f->line)
+		out_file__printf(trace->out, ",\"first_line\":%" PRIu32, f->line);
+	out_file__printf(trace->out, ",\"samples\":%" PRIu32, s->samples);
+	if (s->waits)
+		out_file__printf(trace->out, ",\"waits\":%" PRIu32, s->waits);
+	out_file__puts(trace->out, "}");
+	if (end_event(trace))
+		trace->stats.slices++;
+	return 0;
+}
+
+int json_writer__event(struct trace *trace, const struct trace_event *ev)
+{
+	static const char *const names[] = {
+		[TRACE_EVENT_FORK] = "fork",
+		[TRACE_EVENT_EXEC] = "exec",
+		[TRACE_EVENT_EXIT] = "exit",
+	};
+
+	if (!begin_event(trace, "i", ev->pid, ev->tid))
+		return 0;
+	out_file__printf(trace->out, ",\"ts\":%" PRIu64, trace_to_us(trace, ev->t_ns));
+	out_file__printf(trace->out, ",\"s\":\"t\",\"cat\":\"process\",\"name\":\"%s\",\"args\":{",
+			 names[ev->kind]);
+	switch (ev->kind) {
+	case TRACE_EVENT_FORK:
+		out_file__printf(trace->out, "\"child_pid\":%" PRId64, ev->value);
+		break;
+	case TRACE_EVENT_EXEC:
+		out_file__puts(trace->out, "\"program\":");
+		json_put_string(trace->out, ev->text);
+		break;
+	case TRACE_EVENT_EXIT:
+		if (ev->value >= 0)
+			out_file__printf(trace->out, "\"status\":%" PRId64, ev->value);
+		else
+			out_file__puts(trace->out, "\"status\":null");
+		break;
+	}
+	out_file__puts(trace->out, "}");
+	if (end_event(trace))
+		trace->stats.events++;
+	return 0;
+}
+
+/* One metadata event: NAME (process_name ...) with {"ARG": @text or @number}. */
+static void write_meta(struct trace *trace, uint32_t pid, uint32_t tid, const char *name,
+		       const char *arg, const char *text, size_t number)
+{
+	if (!begin_event(trace, "M", pid, tid))
+		return;
+	out_file__printf(trace->out, ",\"ts\":0,\"name\":\"%s\",\"args\":{\"%s\":", name, arg);
+	if (text)
+		json_put_string(trace->out, text);
+	else
+		out_file__printf(trace->out, "%zu", number);
+	out_file__puts(trace->out, "}");
+	end_event(trace);
+}
+
+/*
+ * --flat: one process whose threads are all the traced threads, process by process in
+ * order of first appearance, each named "THREAD (pid PID, tid TID) PROCESS".
+ */
+static int write_flat_metadata(struct trace *trace, struct name_entry **sorted, size_t count)
+{
+	size_t i, j, rank = 0, processes = 0;
+	char text[512];
+
+	for (i = 0; i < count; i++) {
+		const struct name_entry *p = sorted[i];
+
+		if (p->tid)
+			continue;
+		processes++;
+		for (j = 0; j < count; j++) {
+			const struct name_entry *t = sorted[j];
+
+			if (!t->tid || t->pid != p->pid)
+				continue;
+			snprintf(text, sizeof(text),
+				 "%.120s (pid %" PRIu32 ", tid %" PRIu32 ") %.200s",
+				 t->name ? t->name : "thread", t->pid, t->tid,
+				 p->name ? p->name : "");
+			write_meta(trace, t->pid, t->tid, "thread_name", "name", text, 0);
+			write_meta(trace, t->pid, t->tid, "thread_sort_index", "sort_index", NULL,
+				   rank++);
+		}
+	}
+	snprintf(text, sizeof(text), "pytrace-sample: %zu processes, one row per thread (--flat)",
+		 processes);
+	write_meta(trace, trace->flat_pid, trace->flat_pid, "process_name", "name", text, 0);
+	return 0;
+}
+
+/* process_name/thread_name and sort indices, in order of first appearance. */
+int json_writer__metadata(struct trace *trace)
+{
+	struct name_entry **sorted;
+	size_t count, i, rank[2] = { 0, 0 };
+
+	sorted = names__sorted(trace->names, &count);
+	if (!sorted)
+		return -ENOMEM;
+	if (trace->opts.flat && trace->flat_pid) {
+		write_flat_metadata(trace, sorted, count);
+		free(sorted);
+		return 0;
+	}
+	for (i = 0; i < count; i++) {
+		const struct name_entry *e = sorted[i];
+		const char *what = e->tid ? "thread" : "process";
+		char fallback[32], name[32], sort[32];
+
+		snprintf(fallback, sizeof(fallback), "%s %" PRIu32, what, e->tid ? e->tid : e->pid);
+		snprintf(name, sizeof(name), "%s_name", what);
+		snprintf(sort, sizeof(sort), "%s_sort_index", what);
+		write_meta(trace, e->pid, e->tid ? e->tid : e->pid, name, "name",
+			   e->name ? e->name : fallback, 0);
+		write_meta(trace, e->pid, e->tid ? e->tid : e->pid, sort, "sort_index", NULL,
+			   rank[e->tid != 0]++);
+	}
+	free(sorted);
+	return 0;
+}
+
+void json_writer__footer(struct trace *trace, const struct trace_stats *stats)
+{
+	size_t i;
+
+	out_file__printf(
+		trace->out,
+		"\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"tool\":\"pytrace-sample "
+		"%s\",\"clock\":\"CLOCK_MONOTONIC\",\"origin_ns\":%" PRIu64
+		",\"period_ns\":%" PRIu64 ",\"observations\":%" PRIu64 ",\"slices\":%" PRIu64
+		",\"slices_too_deep\":%" PRIu64 ",\"slices_empty\":%" PRIu64
+		",\"reordered\":%" PRIu64 ",\"hidden\":%" PRIu64
+		",\"events_lost_to_write_errors\":%" PRIu64,
+		PYTRACE_VERSION, trace->opts.origin_ns, trace->opts.period_ns, stats->observations,
+		stats->slices, stats->slices_too_deep, stats->slices_empty, stats->reordered,
+		stats->hidden, stats->lost_to_write_errors);
+	for (i = 0; i < trace->nnotes; i++) {
+		out_file__puts(trace->out, ",");
+		json_put_string(trace->out, trace->notes[i].key);
+		out_file__printf(trace->out, ":%" PRIu64, trace->notes[i].value);
+	}
+	out_file__puts(trace->out, "}}\n");
+}
