@@ -3,53 +3,77 @@
 
 #include <string.h>
 
-/* Reads the fields our sample_type puts in a PERF_RECORD_SAMPLE. False when malformed. */
-bool parse_sample(const struct sampler *s, const uint8_t *rec, uint32_t size, struct sample_view *v)
+/*
+ * A bounded cursor over a record's bytes: every read checks what is left, and once one
+ * fails the reader stays failed (reads then yield zeros), so callers check once at the end.
+ */
+struct rec_reader {
+	const uint8_t *p, *end;
+	bool ok;
+};
+
+static void reader_take(struct rec_reader *r, void *dst, size_t n)
 {
-	const uint8_t *p = rec + sizeof(struct perf_event_header), *end = rec + size;
+	if (!r->ok || n > (size_t)(r->end - r->p)) {
+		r->ok = false;
+		memset(dst, 0, n);
+		return;
+	}
+	memcpy(dst, r->p, n);
+	r->p += n;
+}
+
+/* Skips @n bytes; returns where they start, or NULL (and fails) when fewer are left. */
+static const uint8_t *reader_span(struct rec_reader *r, uint64_t n)
+{
+	const uint8_t *start = r->p;
+
+	if (!r->ok || n > (uint64_t)(r->end - r->p)) {
+		r->ok = false;
+		return NULL;
+	}
+	r->p += n;
+	return start;
+}
+
+/*
+ * Reads the fields our sample_type puts in a PERF_RECORD_SAMPLE (@callchain: the events
+ * ask for kernel callchains). False when malformed; @v then holds nothing to trust.
+ */
+bool decode_sample(const uint8_t *rec, uint32_t size, bool callchain, struct sample_view *v)
+{
+	struct rec_reader r = { rec + sizeof(struct perf_event_header), rec + size, true };
 	uint64_t abi, n;
 
 	memset(v, 0, sizeof(*v));
-#define TAKE(dst)                                                                                  \
-	do {                                                                                       \
-		if (p + sizeof(dst) > end)                                                         \
-			return false;                                                              \
-		memcpy(&(dst), p, sizeof(dst));                                                    \
-		p += sizeof(dst);                                                                  \
-	} while (0)
-	TAKE(v->id);
-	TAKE(v->pid);
-	TAKE(v->tid);
-	TAKE(v->time);
-	TAKE(v->cpu);
-	p += 4; /* res */
-	if (s->opts.kernel_stacks) {
-		TAKE(n);
-		if (n > (uint64_t)(end - p) / 8)
-			return false;
-		v->stack.kernel_ips = (const uint64_t *)p;
+	if (size < sizeof(struct perf_event_header))
+		return false;
+	reader_take(&r, &v->id, sizeof(v->id));
+	reader_take(&r, &v->pid, sizeof(v->pid));
+	reader_take(&r, &v->tid, sizeof(v->tid));
+	reader_take(&r, &v->time, sizeof(v->time));
+	reader_take(&r, &v->cpu, sizeof(v->cpu));
+	reader_span(&r, 4); /* res */
+	if (callchain) {
+		reader_take(&r, &n, sizeof(n));
+		v->stack.kernel_ips =
+			(const uint64_t *)reader_span(&r, n < UINT32_MAX ? n * 8 : ~0ULL);
 		v->stack.nkernel = (uint32_t)n;
-		p += n * 8;
 	}
-	TAKE(abi);
-	if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
-		for (int i = 0; i < SREG_COUNT; i++)
-			TAKE(v->stack.regs[i]);
+	reader_take(&r, &abi, sizeof(abi));
+	if (r.ok && abi != PERF_SAMPLE_REGS_ABI_NONE) {
+		reader_take(&r, v->stack.regs, sizeof(v->stack.regs));
 		v->stack.valid = true;
 	}
-	TAKE(n);
-	if (n) {
+	reader_take(&r, &n, sizeof(n));
+	if (r.ok && n) {
 		uint64_t dyn;
 
-		if (n > (uint64_t)(end - p))
-			return false;
-		v->stack.data = p;
-		p += n;
-		TAKE(dyn);
+		v->stack.data = reader_span(&r, n);
+		reader_take(&r, &dyn, sizeof(dyn));
 		v->stack.size = dyn < n ? dyn : n;
 	}
-#undef TAKE
-	return true;
+	return r.ok;
 }
 
 /* The time of any record: samples carry it near the start, others in the sample_id trailer. */

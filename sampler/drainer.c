@@ -53,6 +53,8 @@ static void follow_batch(struct sampler *s, uint64_t cut)
 {
 	size_t i;
 
+	if (!s->batch_count)
+		return; /* memmove() too wants non-NULL arrays even for nothing */
 	batch_sort(s->batch, s->batch_count);
 	for (i = 0; i < s->batch_count && s->batch[i]->time <= cut; i++) {
 		struct qrec *rec = s->batch[i];

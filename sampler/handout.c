@@ -43,7 +43,7 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 	struct task_state *t;
 	enum event_role role;
 
-	if (!parse_sample(s, q->data, q->size, &v))
+	if (!decode_sample(q->data, q->size, s->opts.kernel_stacks, &v))
 		return NULL;
 	role = (enum event_role)(uintptr_t)hashmap__get(s->roles, v.id);
 	if (role == ROLE_SWITCH) {
@@ -283,11 +283,13 @@ static const struct sampler_rec *next_locked(struct sampler *s)
 	while ((q = queue__peek(&s->queue))) {
 		const struct sampler_rec *r;
 
-		if (!s->stopped && q->time > s->watermark)
+		enum order_verdict verdict =
+			order_verdict(q->time, s->watermark, s->stopped, s->stop_ns);
+
+		if (verdict == ORDER_WAIT)
 			return NULL;
-		if (s->stopped && q->time > s->stop_ns && q->time != 0) {
-			qrec_free(
-				queue__pop(&s->queue)); /* after the stop: not part of the trace */
+		if (verdict == ORDER_DROP) {
+			qrec_free(queue__pop(&s->queue));
 			continue;
 		}
 		r = dispatch(s, queue__pop(&s->queue));

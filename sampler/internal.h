@@ -236,8 +236,7 @@ bool proc_remove_task(struct sampler *s, uint32_t pid);
 void check_liveness(struct sampler *s);
 
 /* ---- decode.c: PERF_RECORD_* decoding (pure) ---- */
-bool parse_sample(const struct sampler *s, const uint8_t *rec, uint32_t size,
-		  struct sample_view *v);
+bool decode_sample(const uint8_t *rec, uint32_t size, bool callchain, struct sample_view *v);
 uint64_t record_time(const struct perf_event_header *hdr, void *ctx);
 uint32_t record_pid(const struct qrec *q);
 
@@ -253,6 +252,19 @@ struct qrec *queue__pop(struct queue *q);
 void queue__clear(struct queue *q);
 void take_record(struct qrec *rec, void *ctx);
 void batch_sort(struct qrec **recs, size_t count);
+
+enum order_verdict {
+	ORDER_WAIT, /* may still have older records in flight: not yet */
+	ORDER_TAKE, /* hand it out */
+	ORDER_DROP, /* after the stop: not part of the trace */
+};
+
+/*
+ * What to do with the oldest queued record, stamped @time: records are safe to hand out
+ * once older than @watermark (every CPU's buffer has whatever came before). 0 stamps
+ * (synthetic records of what existed at attach) always go out.
+ */
+enum order_verdict order_verdict(uint64_t time, uint64_t watermark, bool stopped, uint64_t stop_ns);
 
 /* ---- python.c: CPython processes, drain-time walks ---- */
 void fresh_stack(struct sampler *s, const struct py_stack *walked);

@@ -107,3 +107,11 @@ void queue__clear(struct queue *q)
 	q->heap = NULL;
 	q->capacity = 0;
 }
+
+enum order_verdict order_verdict(uint64_t time, uint64_t watermark, bool stopped, uint64_t stop_ns)
+{
+	if (!stopped)
+		return time > watermark ? ORDER_WAIT : ORDER_TAKE;
+	/* Stopped: everything still queued is in; what came after the stop is not traced. */
+	return time > stop_ns && time != 0 ? ORDER_DROP : ORDER_TAKE;
+}

@@ -152,7 +152,8 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 		r->sample.npy = s->held_py->n;
 		r->sample.py_exact = s->held_py->exact;
 	}
-	if (t->out_sample && parse_sample(s, t->out_sample->data, t->out_sample->size, &v)) {
+	if (t->out_sample &&
+	    decode_sample(t->out_sample->data, t->out_sample->size, s->opts.kernel_stacks, &v)) {
 		r->sample.stack = v.stack;
 		r->sample.stack_at_switch = true;
 		s->held[1] = t->out_sample;
