@@ -53,6 +53,7 @@ $(BUILD)/tobj/%.o: %.c
 
 # Tests that inject failures wrap syscalls at link time.
 WRAP_test_out := -Wl,--wrap=write -Wl,--wrap=ftruncate
+WRAP_test_python := -Wl,--wrap=realloc
 
 $(BUILD)/tests/%: $(BUILD)/tobj/tests/%.o $(TLIB_OBJS)
 	@mkdir -p $(dir $@)

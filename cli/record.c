@@ -408,10 +408,13 @@ static bool sudo_user(struct sampler_creds *creds)
 	return true;
 }
 
-static int start_sampler(struct session *s, const struct sampler_creds *creds)
+/*
+ * Launches or attaches as the options say. 0, or -errno with the failing pid (attaching)
+ * in *@bad_pid.
+ */
+static int start_sampler(struct session *s, const struct sampler_creds *creds, pid_t *bad_pid)
 {
 	const struct cli_opts *o = s->opts;
-	pid_t bad_pid = 0;
 	char joined[1024] = "";
 	sigset_t stops, old;
 	int i, err;
@@ -428,11 +431,11 @@ static int start_sampler(struct session *s, const struct sampler_creds *creds)
 	if (o->argv)
 		s->sampler = sampler__launch(&o->sampler, o->argv, creds);
 	else
-		s->sampler = sampler__attach(&o->sampler, o->pids, o->npids, &bad_pid);
+		s->sampler = sampler__attach(&o->sampler, o->pids, o->npids, bad_pid);
 	err = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (!s->sampler)
-		return sampler_error(o, err, bad_pid);
+		return -err;
 	if (o->argv) {
 		for (i = 0; o->argv[i]; i++) {
 			size_t len = strlen(joined);
@@ -442,7 +445,7 @@ static int start_sampler(struct session *s, const struct sampler_creds *creds)
 		}
 		set_name(s, (uint32_t)sampler__child(s->sampler), 0, joined);
 	}
-	return -1;
+	return 0;
 }
 
 /*
@@ -481,7 +484,8 @@ int cli_record(const struct cli_opts *o)
 	bool as_user = sudo_user(&creds);
 	int status = EXIT_INTERNAL, close_status;
 	sig_atomic_t signals_used;
-	pid_t child;
+	pid_t child, bad_pid = 0;
+	int err;
 
 	if (!s)
 		return EXIT_INTERNAL;
@@ -512,9 +516,11 @@ int cli_record(const struct cli_opts *o)
 		status = EXIT_INTERRUPTED;
 		goto out_free;
 	}
-	status = start_sampler(s, as_user ? &creds : NULL);
-	if (status >= 0)
+	err = start_sampler(s, as_user ? &creds : NULL, &bad_pid);
+	if (err) {
+		status = sampler_error(o, -err, bad_pid);
 		goto out_free;
+	}
 	s->started_ns = sampler_now_ns();
 	record_loop(s);
 	/* The first stop request ended the recording; one more stops waiting for CMD. */

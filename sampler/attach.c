@@ -100,10 +100,12 @@ static int describe_process(struct sampler *s, pid_t pid)
 	pid_t *tids = NULL;
 	size_t nmaps = 0, ntids = 0, i;
 	char path[1024], comm[64];
+	pid_t ppid;
 	int err;
 
 	rec.kind = SREC_FORK;
-	rec.fork.ppid = (uint32_t)procfs_ppid(pid);
+	ppid = procfs_ppid(pid);
+	rec.fork.ppid = ppid > 0 ? (uint32_t)ppid : 0; /* 0: unknown (it may be gone) */
 	rec.fork.ptid = rec.fork.ppid;
 	err = push_synth(s, &rec, procfs_cmdline(pid, path, sizeof(path)) ? NULL : path);
 	if (!err && !procfs_exec_maps(pid, &maps, &nmaps)) {

@@ -112,6 +112,8 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 
 	/* Not Python as far as we know yet: the sample is lost (perf's was dropped). */
 	ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
+	if (ps && e->truncated)
+		s->stats.kernel_cut_stacks++; /* deeper than the kernel walks: the root is missing */
 	t = ps ? task_get(s, e->pid, e->tid, true) : NULL;
 	if (!t) {
 		py_stack_free(ps);

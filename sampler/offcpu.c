@@ -73,6 +73,22 @@ static void capture_keep(struct sampler *s, uint32_t tid, struct outside_capture
 }
 
 /*
+ * Empties the drain's switch notes in place: the map itself stays, so track_switch()
+ * never sees it missing (a new map could not be allocated).
+ */
+static void forget_pending_outs(struct sampler *s)
+{
+	size_t cursor = 0;
+	uint64_t key;
+	void *value;
+
+	while (hashmap__next(s->pending_outs, &cursor, &key, &value)) {
+		free(hashmap__remove(s->pending_outs, key));
+		cursor = 0; /* the map changed: start over */
+	}
+}
+
+/*
  * Threads whose last drained switch record is a switch-out are (most likely) still
  * waiting: read their syscall and stack from outside now, while that is exact.
  */
@@ -120,8 +136,7 @@ void capture_waiting(struct sampler *s)
 		}
 		capture_keep(s, (uint32_t)key, c);
 	}
-	hashmap__free_all(s->pending_outs, free);
-	s->pending_outs = hashmap__new();
+	forget_pending_outs(s);
 }
 
 /* Takes what was read from outside for the wait that began at @out_time, if anything. */

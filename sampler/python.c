@@ -21,8 +21,10 @@ void fresh_stack(struct sampler *s, const struct py_stack *walked)
 		size_t capacity = s->fresh_capacity ? s->fresh_capacity * 2 : 256;
 		struct py_stack **grown = realloc(s->fresh, capacity * sizeof(*grown));
 
-		if (!grown)
+		if (!grown) {
+			py_stack_free(ps); /* its codes are read later, when named */
 			return;
+		}
 		s->fresh = grown;
 		s->fresh_capacity = capacity;
 	}
