@@ -79,10 +79,14 @@ $(BUILD)/obj/sampler/bpf_reader.o $(BUILD)/tobj/sampler/bpf_reader.o $(BUILD)/ao
 	$(BUILD)/bpf/pytrace.skel.h
 
 # Fixtures for the end-to-end tests: -O2 without frame pointers, like distribution code.
-FIXTURES := $(BUILD)/fixtures/tree $(BUILD)/fixtures/tree_exec_target
+FIXTURES := $(BUILD)/fixtures/tree $(BUILD)/fixtures/tree_exec_target $(BUILD)/fixtures/daemon
 FIXTURE_CFLAGS := -O2 -g -fomit-frame-pointer
 
 $(BUILD)/fixtures/tree_exec_target: tests/fixtures/tree_exec_target.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
+
+$(BUILD)/fixtures/daemon: tests/fixtures/daemon.c
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
 

@@ -165,7 +165,7 @@ static int attach_process(struct sampler *s, pid_t pid)
 			err = -ENOMEM;
 			break;
 		}
-		proc_add_task(s, (uint32_t)pid);
+		proc_add_task(s, (uint32_t)pid, false);
 		note_blocked(s, t);
 		added++;
 	}

@@ -113,7 +113,7 @@ static void drain_once(struct sampler *s)
 		s->last_liveness_ns = now;
 		check_liveness(s);
 	}
-	s->stats.processes = (uint32_t)hashmap__count(s->procs);
+	s->stats.processes = (uint32_t)hashmap__count(s->procs) - s->ngone;
 	s->stats.threads = (uint32_t)hashmap__count(s->tasks);
 }
 

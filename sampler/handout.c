@@ -96,7 +96,7 @@ static const struct sampler_rec *on_fork(struct sampler *s, const struct qrec *q
 	memcpy(&tr, q->data, sizeof(tr));
 	if (!task_get(s, tr.pid, tr.tid, true))
 		return NULL;
-	proc_add_task(s, tr.pid);
+	proc_add_task(s, tr.pid, tr.pid != tr.ppid);
 	out_rec(s, SREC_FORK, tr.pid, tr.tid, q->cpu, q->time);
 	s->rec.fork.ppid = tr.ppid;
 	s->rec.fork.ptid = tr.ptid;
@@ -114,11 +114,7 @@ static const struct sampler_rec *on_exit_record(struct sampler *s, const struct 
 		return NULL;
 	memcpy(&tr, q->data, sizeof(tr));
 	task_free(hashmap__remove(s->tasks, tr.tid));
-	last = proc_remove_task(s, tr.pid);
-	if (last) {
-		set_python(s, tr.pid, NULL, 0);
-		free(hashmap__remove(s->unread_runtimes, tr.pid));
-	}
+	last = proc_remove_task(s, tr.pid, tr.tid);
 	out_rec(s, SREC_EXIT, tr.pid, tr.tid, q->cpu, q->time)->exit.last_in_process = last;
 	return &s->rec;
 }
@@ -275,27 +271,40 @@ static const struct sampler_rec *flush_waiting(struct sampler *s)
 	return NULL;
 }
 
+/* How far the hand-out has got: everything stamped before it has gone out. */
+static uint64_t handout_horizon(const struct sampler *s, const struct qrec *next)
+{
+	if (s->stopped)
+		return next ? next->time : UINT64_MAX;
+	return next && next->time < s->watermark ? next->time : s->watermark;
+}
+
 static const struct sampler_rec *next_locked(struct sampler *s)
 {
+	const struct sampler_rec *r;
 	struct qrec *q;
 
 	release_held(s);
-	while ((q = queue__peek(&s->queue))) {
-		const struct sampler_rec *r;
-
-		enum order_verdict verdict =
-			order_verdict(q->time, s->watermark, s->stopped, s->stop_ns);
-
-		if (verdict == ORDER_WAIT)
+	for (;;) {
+		q = queue__peek(&s->queue);
+		r = emit_lost_exit(s, handout_horizon(s, q));
+		if (r || !q)
+			break;
+		switch (order_verdict(q->time, s->watermark, s->stopped, s->stop_ns)) {
+		case ORDER_WAIT:
 			return NULL;
-		if (verdict == ORDER_DROP) {
+		case ORDER_DROP:
 			qrec_free(queue__pop(&s->queue));
 			continue;
+		case ORDER_TAKE:
+			break;
 		}
 		r = dispatch(s, queue__pop(&s->queue));
 		if (r)
-			return r;
+			break;
 	}
+	if (r)
+		return r;
 	return s->stopped ? flush_waiting(s) : NULL;
 }
 

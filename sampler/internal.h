@@ -146,7 +146,20 @@ struct queue {
 
 struct proc_state {
 	uint32_t ntasks;
+	/*
+	 * Seen dead in /proc at @gone_ns (by the drainer, ahead of the hand-out): its exit
+	 * record, if it comes, is stamped before that. Kept until the exit goes out.
+	 */
+	bool gone;
+	uint64_t gone_ns;
 };
+
+/*
+ * How far past a process was seen dead the hand-out must be before its exit record
+ * counts as lost and one is made up: beyond the reorder margin, in case its ring was
+ * drained late.
+ */
+#define EXIT_GRACE_NS (100 * 1000000ULL)
 
 struct sampler {
 	struct sampler_opts opts;
@@ -188,6 +201,8 @@ struct sampler {
 	uint64_t start_ns, stop_ns;
 	bool stopped;
 	uint64_t last_liveness_ns;
+	uint32_t ngone;		/* processes in @procs that are gone */
+	uint64_t first_gone_ns; /* the earliest gone_ns of those, or UINT64_MAX */
 	/* What the last handed-out record points into, freed on the next call. */
 	struct qrec *held[2];
 	uint8_t *held_stack;
@@ -231,8 +246,10 @@ int open_task_events(struct sampler *s, pid_t tid);
 /* ---- tasks.c: task and process liveness ---- */
 struct task_state *task_get(struct sampler *s, uint32_t pid, uint32_t tid, bool create);
 void task_free(struct task_state *t);
-void proc_add_task(struct sampler *s, uint32_t pid);
-bool proc_remove_task(struct sampler *s, uint32_t pid);
+void proc_add_task(struct sampler *s, uint32_t pid, bool starts);
+bool proc_remove_task(struct sampler *s, uint32_t pid, uint32_t tid);
+void proc_forget(struct sampler *s, uint32_t pid);
+const struct sampler_rec *emit_lost_exit(struct sampler *s, uint64_t horizon);
 void check_liveness(struct sampler *s);
 
 /* ---- decode.c: PERF_RECORD_* decoding (pure) ---- */

@@ -95,7 +95,7 @@ void sampler__stats(struct sampler *s, struct sampler_stats *stats)
 {
 	pthread_mutex_lock(&s->lock);
 	*stats = s->stats;
-	stats->processes = (uint32_t)hashmap__count(s->procs);
+	stats->processes = (uint32_t)hashmap__count(s->procs) - s->ngone;
 	if (s->bpf) {
 		stats->kernel_events_lost = bpf_reader__stat(s->bpf, PYTRACE_STAT_RINGBUF_FULL);
 		stats->kernel_read_errors = bpf_reader__stat(s->bpf, PYTRACE_STAT_READ_ERRORS);
@@ -262,7 +262,7 @@ struct sampler *sampler__launch(const struct sampler_opts *opts, char *const arg
 		err = -ENOMEM;
 		goto out_free;
 	}
-	proc_add_task(s, (uint32_t)s->child.pid);
+	proc_add_task(s, (uint32_t)s->child.pid, true);
 	s->start_ns = sampler_now_ns();
 	err = launch_release(&s->child);
 	if (err)

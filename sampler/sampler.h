@@ -149,6 +149,7 @@ struct sampler_stats {
 	uint64_t kernel_threads_found; /* thread states it found in an interpreter itself */
 	uint64_t kernel_forks_followed; /* processes it followed into at fork */
 	uint64_t python_walk_errors;	/* reads that failed (a thread state or frame moved) */
+	uint64_t exits_assumed;		/* processes that died without an exit record (lost) */
 	uint32_t processes;		/* alive now */
 	uint32_t threads;		/* alive now */
 	uint32_t processes_seen;	/* since the start */

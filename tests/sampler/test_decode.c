@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "../../sampler/internal.h"
+#include "records.h"
 
 /* Appends @n bytes of @src to a record being built. */
 struct builder {
@@ -189,33 +189,24 @@ static void test_decode__time_and_pid(void **state)
 {
 	struct builder b;
 	struct qrec *q;
-	struct {
-		struct perf_event_header header;
-		uint32_t pid, ppid, tid, ptid;
-		uint64_t time;
-		uint32_t id_pid, id_tid;
-		uint64_t id_time;
-		uint32_t cpu, res;
-		uint64_t id;
-	} fork = {
-		{ PERF_RECORD_FORK, 0, sizeof(fork) }, 20, 10, 20, 10, 900, 20, 20, 901, 1, 0, 5
-	};
+	struct test_task_record fork = { .header = { PERF_RECORD_FORK, 0, sizeof(fork) },
+					 .pid = 20,
+					 .ppid = 10,
+					 .time = 900,
+					 .id_pid = 20,
+					 .id_time = 901 };
 
 	(void)state;
 	build_sample(&b, false, PERF_SAMPLE_REGS_ABI_NONE, 0, 0);
 	assert_int_equal(record_time((const struct perf_event_header *)b.buf, NULL), 5000);
 	/* Other records carry it in the sample_id trailer. */
 	assert_int_equal(record_time(&fork.header, NULL), 901);
-	q = malloc(sizeof(*q) + b.len);
+	q = test_qrec(b.buf, b.len, 0);
 	assert_non_null(q);
-	q->size = (uint32_t)b.len;
-	memcpy(q->data, b.buf, b.len);
 	assert_int_equal(record_pid(q), 100);
 	free(q);
-	q = malloc(sizeof(*q) + sizeof(fork));
+	q = test_qrec(&fork, sizeof(fork), 0);
 	assert_non_null(q);
-	q->size = sizeof(fork);
-	memcpy(q->data, &fork, sizeof(fork));
 	assert_int_equal(record_pid(q), 20);
 	free(q);
 }

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "../../sampler/internal.h"
+#include "records.h"
 
 /* pids that can't exist (above pid_max): nothing is read from outside for them. */
 #define PID 4194400U
@@ -27,13 +27,10 @@ static struct qrec *switch_rec(uint16_t misc, uint32_t tid, uint64_t time)
 	struct switch_record r = {
 		{ PERF_RECORD_SWITCH, misc, sizeof(r) }, PID, tid, time, 1, 0, 0
 	};
-	struct qrec *q = calloc(1, sizeof(*q) + sizeof(r));
+	struct qrec *q = test_qrec(&r, sizeof(r), time);
 
 	assert_non_null(q);
-	q->time = time;
 	q->cpu = 1;
-	q->size = sizeof(r);
-	memcpy(q->data, &r, sizeof(r));
 	return q;
 }
 
