@@ -69,7 +69,11 @@ uint8_t *read_stack(pid_t pid, uint64_t sp, uint64_t size, uint64_t *got)
 	return buf;
 }
 
-/* A thread that is blocked as we attach: a wait from now, with its stack read from outside. */
+/*
+ * A thread that is blocked as we attach: a wait from now, with its stacks (native and
+ * Python) read from outside. It can't move while blocked, so they are exact, if it was
+ * still blocked once they were read.
+ */
 static void note_blocked(struct sampler *s, struct task_state *t)
 {
 	uint64_t sp, pc;
@@ -81,6 +85,15 @@ static void note_blocked(struct sampler *s, struct task_state *t)
 	t->out = true;
 	t->out_time = s->start_ns;
 	t->wait = SAMPLER_WAIT_BLOCKED;
+	t->outside_py = walk_python(s, t->pid, t->tid, true, s->start_ns);
+	if (t->outside_py) {
+		t->outside_read_ns = t->outside_py->read_ns;
+		state = procfs_task_state((pid_t)t->pid, (pid_t)t->tid);
+		if (state != 'S' && state != 'D') {
+			py_stack_free(t->outside_py); /* it ran meanwhile: not what it waits in */
+			t->outside_py = NULL;
+		}
+	}
 	if (procfs_task_syscall((pid_t)t->pid, (pid_t)t->tid, &nr, &sp, &pc))
 		return;
 	t->outside_syscall = nr;
