@@ -60,7 +60,13 @@ void build_attrs(struct sampler *s, bool privileged)
 	a->exclude_kernel = !privileged;
 	a->exclude_hv = 1;
 	a->exclude_callchain_user = 1;
+	/*
+	 * Wake the drainer by bytes, not per record: with wakeup_watermark 0 the kernel
+	 * wakes pollers when the ring is half full (ring_buffer_init()), whatever size the
+	 * ring ends up (it may be shrunk to fit perf_event_mlock_kb).
+	 */
 	a->watermark = 1;
+	a->wakeup_watermark = 0;
 
 	/* Sampled on every switch; must see kernel mode, where switches happen. */
 	s->switch_attr = *a;
