@@ -248,7 +248,11 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 		trace__end_thread(s->trace, r->pid, r->tid, r->time_ns);
 		if (r->exit.last_in_process) {
 			ev.kind = TRACE_EVENT_EXIT;
-			ev.value = exit_status_of(s, (pid_t)r->pid);
+			/* Known when the kernel sent it: a reaped process's is gone from /proc. */
+			ev.value =
+				r->exit.status >= 0 && (pid_t)r->pid != sampler__child(s->sampler)
+					? r->exit.status
+					: exit_status_of(s, (pid_t)r->pid);
 			trace__event(s->trace, &ev);
 		}
 		symbolizer__track(s->sym, r);

@@ -163,6 +163,8 @@ static int attach_process(struct sampler *s, pid_t pid)
 		return err;
 	if (!hashmap__get(s->pythons, (uint64_t)pid))
 		set_python(s, (uint32_t)pid, cpython_process__find(pid), 0);
+	if (!known && s->bpf)
+		bpf_reader__trace_process(s->bpf, (uint32_t)pid);
 	for (i = 0; i < ntids; i++) {
 		struct task_state *t;
 

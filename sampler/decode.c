@@ -93,6 +93,13 @@ uint64_t record_time(const struct perf_event_header *hdr, void *ctx)
 	return t;
 }
 
+int decode_exit_code(uint32_t code)
+{
+	if (code & 0x7f)
+		return 128 + (int)(code & 0x7f);
+	return (int)((code >> 8) & 0xff);
+}
+
 /* The pid a record belongs to, for dropping what the launched child did before exec. */
 uint32_t record_pid(const struct qrec *q)
 {

@@ -34,6 +34,8 @@ struct sampler_rec *out_rec(struct sampler *s, enum sampler_rec_kind kind, uint3
 	s->rec.tid = tid;
 	s->rec.cpu = cpu;
 	s->rec.time_ns = time;
+	if (kind == SREC_EXIT)
+		s->rec.exit.status = -1;
 	return &s->rec;
 }
 
@@ -116,6 +118,8 @@ static const struct sampler_rec *on_exit_record(struct sampler *s, const struct 
 	task_free(hashmap__remove(s->tasks, tr.tid));
 	last = proc_remove_task(s, tr.pid, tr.tid);
 	out_rec(s, SREC_EXIT, tr.pid, tr.tid, q->cpu, q->time)->exit.last_in_process = last;
+	if (last)
+		s->rec.exit.status = take_exit_status(s, tr.pid);
 	return &s->rec;
 }
 

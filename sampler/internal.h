@@ -178,6 +178,7 @@ struct sampler {
 	struct hashmap *captures;	 /* tid -> struct outside_capture */
 	struct hashmap *pythons;	 /* pid -> struct cpython_process */
 	struct hashmap *unread_runtimes; /* pid -> struct unread_runtime: found, not yet readable */
+	struct hashmap *exit_codes;	 /* pid -> wait() code + 1, sent by the kernel at its end */
 	struct bpf_reader *bpf;		 /* Python frames read by the kernel at switch-outs */
 	bool kernel_samples;	    /* ... and at samples: it is attached to the clock events */
 	size_t nfds_sampled;	    /* clock events it was attached to (or tried) */
@@ -249,6 +250,7 @@ void task_free(struct task_state *t);
 void proc_add_task(struct sampler *s, uint32_t pid, bool starts);
 bool proc_remove_task(struct sampler *s, uint32_t pid, uint32_t tid);
 void proc_forget(struct sampler *s, uint32_t pid);
+int take_exit_status(struct sampler *s, uint32_t pid);
 const struct sampler_rec *emit_lost_exit(struct sampler *s, uint64_t horizon);
 void check_liveness(struct sampler *s);
 
@@ -256,6 +258,8 @@ void check_liveness(struct sampler *s);
 bool decode_sample(const uint8_t *rec, uint32_t size, bool callchain, struct sample_view *v);
 uint64_t record_time(const struct perf_event_header *hdr, void *ctx);
 uint32_t record_pid(const struct qrec *q);
+/* An exit code as wait() reports it, as a shell shows it: 128 + signal when killed. */
+int decode_exit_code(uint32_t code);
 
 /* ---- drainer.c: the drainer thread ---- */
 void drain_rings(struct sampler *s, bool last);

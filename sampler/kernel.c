@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/log.h"
+
 /* The frames of a kernel event as a stack, or NULL (not Python, or none left). */
 static struct py_stack *kernel_stack(struct sampler *s, struct cpython_process *proc,
 				     const struct pytrace_event *e)
@@ -110,6 +112,15 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 	struct task_state *t;
 	struct py_stack *ps;
 
+	if (e->kind == PYTRACE_EV_EXIT) {
+		/* Kept for the exit record, which goes out later: the status is gone by then. */
+		void *code = (void *)(uintptr_t)(((uint64_t)e->syscall & 0xffff) + 1);
+
+		if (hashmap__set(s->exit_codes, e->pid, code))
+			pr_debug("exit code of %u not kept", e->pid);
+		qrec_free(q);
+		return NULL;
+	}
 	/* Not Python as far as we know yet: the sample is lost (perf's was dropped). */
 	ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
 	if (ps && e->truncated)

@@ -60,9 +60,7 @@ int sampler_read_exit_status(pid_t pid)
 	}
 	if (!p || sscanf(p, "%d", &code) != 1)
 		return -1;
-	if (code & 0x7f)
-		return 128 + (code & 0x7f);
-	return (code >> 8) & 0xff;
+	return decode_exit_code((uint32_t)code);
 }
 
 void sampler__stop(struct sampler *s)
@@ -151,6 +149,7 @@ void sampler__free(struct sampler *s)
 	hashmap__free_all(s->captures, free_captures_value);
 	hashmap__free_all(s->pythons, put_python_value);
 	hashmap__free_all(s->unread_runtimes, free);
+	hashmap__free(s->exit_codes);
 	bpf_reader__free(s->bpf);
 	hashmap__free(s->bpf_synced);
 	free(s->py_scratch);
@@ -206,9 +205,11 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->captures = hashmap__new();
 	s->pythons = hashmap__new();
 	s->unread_runtimes = hashmap__new();
+	s->exit_codes = hashmap__new();
 	s->py_scratch = calloc(CPYTHON_MAX_FRAMES, sizeof(*s->py_scratch));
 	if (!s->roles || !s->tasks || !s->procs || !s->cmdlines || !s->pending_outs ||
-	    !s->captures || !s->pythons || !s->unread_runtimes || !s->py_scratch) {
+	    !s->captures || !s->pythons || !s->unread_runtimes || !s->exit_codes ||
+	    !s->py_scratch) {
 		sampler__free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -263,6 +264,8 @@ struct sampler *sampler__launch(const struct sampler_opts *opts, char *const arg
 		goto out_free;
 	}
 	proc_add_task(s, (uint32_t)s->child.pid, true);
+	if (s->bpf)
+		bpf_reader__trace_process(s->bpf, (uint32_t)s->child.pid);
 	s->start_ns = sampler_now_ns();
 	err = launch_release(&s->child);
 	if (err)

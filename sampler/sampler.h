@@ -118,6 +118,8 @@ struct sampler_rec {
 		} comm; /* SREC_COMM and SREC_EXEC */
 		struct {
 			bool last_in_process;
+			int status; /* last_in_process: exit status as a shell shows it (128 +
+				       signal when killed), or -1 when not known */
 		} exit;
 		struct {
 			uint64_t start, len, pgoff;

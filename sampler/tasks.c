@@ -100,6 +100,14 @@ bool proc_remove_task(struct sampler *s, uint32_t pid, uint32_t tid)
 	return true;
 }
 
+/* The exit status the kernel sent for @pid, or -1; forgotten once taken. */
+int take_exit_status(struct sampler *s, uint32_t pid)
+{
+	uintptr_t code = (uintptr_t)hashmap__remove(s->exit_codes, pid);
+
+	return code ? decode_exit_code((uint32_t)(code - 1)) : -1;
+}
+
 /*
  * Processes we traced that are gone from /proc or zombies. They are only marked: their
  * exit record is most likely still on its way to the hand-out (and with it, forks of
@@ -194,6 +202,7 @@ const struct sampler_rec *emit_lost_exit(struct sampler *s, uint64_t horizon)
 	task_free(hashmap__remove(s->tasks, pid));
 	proc_forget(s, pid);
 	r->exit.last_in_process = true;
+	r->exit.status = take_exit_status(s, pid);
 	s->stats.exits_assumed++;
 	return r;
 }

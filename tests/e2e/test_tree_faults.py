@@ -71,7 +71,22 @@ class TreeFaults(unittest.TestCase):
         self.assertEqual(missing, set(), "%d of %d children have no exit event (%r)" %
                          (len(missing), len(children), trace.losses()))
         self.assertEqual(trace.other["exits_assumed"], 0)  # each had its own record
+        statuses = {e["args"]["status"] for e in trace.instant("exit") if e["pid"] in children}
+        if os.geteuid() == 0:
+            # The kernel sends it: the shell reaps each child long before the tool looks.
+            self.assertEqual(statuses, {0})
 
+    def test_exit_statuses_of_reaped_children(self):
+        if os.geteuid() != 0:
+            self.skipTest("the exit codes of reaped children come from the eBPF reader")
+        out = os.path.join(self.dir, "statuses.json")
+        p = run_tool(["-q", "-o", out, "--", "sh", "-c",
+                      "sh -c 'exit 3'; sh -c 'kill -9 $$'; true"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        trace = Trace(out)
+        children = [e["args"]["child_pid"] for e in trace.instant("fork")]
+        statuses = {e["pid"]: e["args"]["status"] for e in trace.instant("exit")}
+        self.assertEqual([statuses.get(c) for c in children], [3, 137], trace.instant("exit"))
 
 class AttachBlocked(unittest.TestCase):
     """`sudo pytrace-sample -p PID` on a program that seems hung: each blocked thread's
