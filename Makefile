@@ -54,6 +54,7 @@ $(BUILD)/tobj/%.o: %.c
 # Tests that inject failures wrap syscalls at link time.
 WRAP_test_out := -Wl,--wrap=write -Wl,--wrap=ftruncate
 WRAP_test_kernel_layout := -Wl,--wrap=mmap
+WRAP_test_python := -Wl,--wrap=realloc
 
 $(BUILD)/tests/%: $(BUILD)/tobj/tests/%.o $(TLIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -79,10 +80,14 @@ $(BUILD)/obj/sampler/bpf_reader.o $(BUILD)/tobj/sampler/bpf_reader.o $(BUILD)/ao
 	$(BUILD)/bpf/pytrace.skel.h
 
 # Fixtures for the end-to-end tests: -O2 without frame pointers, like distribution code.
-FIXTURES := $(BUILD)/fixtures/tree $(BUILD)/fixtures/tree_exec_target
+FIXTURES := $(BUILD)/fixtures/tree $(BUILD)/fixtures/tree_exec_target $(BUILD)/fixtures/daemon
 FIXTURE_CFLAGS := -O2 -g -fomit-frame-pointer
 
 $(BUILD)/fixtures/tree_exec_target: tests/fixtures/tree_exec_target.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
+
+$(BUILD)/fixtures/daemon: tests/fixtures/daemon.c
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
 

@@ -46,6 +46,14 @@ struct {
 	__type(value, __u64);
 } tstates SEC(".maps");
 
+/* tgids of the traced tree: set by user space for its roots, followed here at fork. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} traced SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 * 1024 * 1024);
@@ -80,6 +88,22 @@ static void count(__u32 which)
 
 	if (v)
 		(*v)++;
+}
+
+/* The header of an event now, with no frames yet. */
+static __always_inline void event_start(struct pytrace_event *e, __u32 tgid, __u32 tid,
+					__u16 kind)
+{
+	e->time_ns = bpf_ktime_get_ns();
+	e->pid = tgid;
+	e->tid = tid;
+	e->cpu = bpf_get_smp_processor_id();
+	e->kind = kind;
+	e->nframes = 0;
+	e->truncated = 0;
+	e->pad = 0;
+	e->user_ip = e->user_sp = 0;
+	e->syscall = -1;
 }
 
 static __u64 read_u64(__u64 addr, int *err)
@@ -239,15 +263,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	e = bpf_map_lookup_elem(&scratch, &kind);
 	if (!e)
 		return -1;
-	e->time_ns = bpf_ktime_get_ns();
-	e->pid = tgid;
-	e->tid = tid;
-	e->cpu = bpf_get_smp_processor_id();
-	e->kind = kind;
-	e->nframes = 0;
-	e->truncated = 0;
-	e->user_ip = e->user_sp = 0;
-	e->syscall = -1;
+	event_start(e, tgid, tid, kind);
 	if (kind == PYTRACE_EV_SAMPLE && pass_samples) {
 		const void *regs = current_user_regs();
 
@@ -360,6 +376,11 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 
 	if (ptgid == ctgid)
 		return 0; /* a new thread: user space learns its state from the interpreter */
+	if (bpf_map_lookup_elem(&traced, &ptgid)) {
+		__u8 yes = 1;
+
+		bpf_map_update_elem(&traced, &ctgid, &yes, BPF_ANY);
+	}
 	cfg = bpf_map_lookup_elem(&py_cfg, &ptgid);
 	if (!cfg)
 		return 0;
@@ -383,14 +404,31 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return 0;
 }
 
-/* A thread ended: it is never sampled again; nor is its process when it was the last. */
+/*
+ * A thread ended: it is never sampled again; nor is its process when it was the last.
+ * A traced process's end is sent with its exit code, which is gone from /proc as soon
+ * as its parent reaps it (often before user space looks).
+ */
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 {
 	__u32 tgid = task_tgid(p), tid = task_tid(p);
+	struct pytrace_event *e;
 
 	bpf_map_delete_elem(&tstates, &tid);
-	if (group_dead)
-		bpf_map_delete_elem(&py_cfg, &tgid);
+	if (!group_dead)
+		return 0;
+	bpf_map_delete_elem(&py_cfg, &tgid);
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	bpf_map_delete_elem(&traced, &tgid);
+	e = bpf_ringbuf_reserve(&events, PYTRACE_EVENT_HEADER_SIZE, 0);
+	if (!e) {
+		count(PYTRACE_STAT_RINGBUF_FULL);
+		return 0;
+	}
+	event_start(e, tgid, tid, PYTRACE_EV_EXIT);
+	e->syscall = (__s32)kernel_u32(p, kernel_offsets.task_exit_code);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -42,7 +42,7 @@ struct pytrace_kernel_offsets {
 	__u32 regs_sp;
 	__u32 regs_ax;
 	__u32 regs_orig_ax;
-	__u32 pad;
+	__u32 task_exit_code; /* task_struct.exit_code */
 };
 
 /* One frame as read in the kernel; user space turns it into names and lines. */
@@ -57,6 +57,7 @@ struct pytrace_raw_frame {
 enum pytrace_event_kind {
 	PYTRACE_EV_SWITCH, /* the thread switched out (tp_btf/sched_switch) */
 	PYTRACE_EV_SAMPLE, /* a cpu-clock sample interrupted it (perf_event program) */
+	PYTRACE_EV_EXIT,   /* a traced process ended (no frames; exit code in syscall) */
 };
 
 /*
@@ -73,7 +74,8 @@ struct pytrace_event {
 	__u32 pad;
 	/* The user registers perf records too: what joins a sample to perf's record of it. */
 	__u64 user_ip, user_sp;
-	__s64 syscall; /* switch-outs: the system call it waits in, or -1 */
+	__s64 syscall; /* switch-outs: the system call it waits in, or -1; exits: the exit
+			  code as wait() reports it */
 	struct pytrace_raw_frame frames[PYTRACE_BPF_MAX_FRAMES];
 };
 

@@ -252,7 +252,11 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 		trace__end_thread(s->trace, r->pid, r->tid, r->time_ns);
 		if (r->exit.last_in_process) {
 			ev.kind = TRACE_EVENT_EXIT;
-			ev.value = exit_status_of(s, (pid_t)r->pid);
+			/* Known when the kernel sent it: a reaped process's is gone from /proc. */
+			ev.value =
+				r->exit.status >= 0 && (pid_t)r->pid != sampler__child(s->sampler)
+					? r->exit.status
+					: exit_status_of(s, (pid_t)r->pid);
 			trace__event(s->trace, &ev);
 		}
 		symbolizer__track(s->sym, r);
@@ -412,10 +416,13 @@ static bool sudo_user(struct sampler_creds *creds)
 	return true;
 }
 
-static int start_sampler(struct session *s, const struct sampler_creds *creds)
+/*
+ * Launches or attaches as the options say. 0, or -errno with the failing pid (attaching)
+ * in *@bad_pid.
+ */
+static int start_sampler(struct session *s, const struct sampler_creds *creds, pid_t *bad_pid)
 {
 	const struct cli_opts *o = s->opts;
-	pid_t bad_pid = 0;
 	char joined[1024] = "";
 	sigset_t stops, old;
 	int i, err;
@@ -432,11 +439,11 @@ static int start_sampler(struct session *s, const struct sampler_creds *creds)
 	if (o->argv)
 		s->sampler = sampler__launch(&o->sampler, o->argv, creds);
 	else
-		s->sampler = sampler__attach(&o->sampler, o->pids, o->npids, &bad_pid);
+		s->sampler = sampler__attach(&o->sampler, o->pids, o->npids, bad_pid);
 	err = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (!s->sampler)
-		return sampler_error(o, err, bad_pid);
+		return -err;
 	if (o->argv) {
 		for (i = 0; o->argv[i]; i++) {
 			size_t len = strlen(joined);
@@ -446,7 +453,7 @@ static int start_sampler(struct session *s, const struct sampler_creds *creds)
 		}
 		set_name(s, (uint32_t)sampler__child(s->sampler), 0, joined);
 	}
-	return -1;
+	return 0;
 }
 
 /*
@@ -485,7 +492,8 @@ int cli_record(const struct cli_opts *o)
 	bool as_user = sudo_user(&creds);
 	int status = EXIT_INTERNAL, close_status;
 	sig_atomic_t signals_used;
-	pid_t child;
+	pid_t child, bad_pid = 0;
+	int err;
 
 	if (!s)
 		return EXIT_INTERNAL;
@@ -518,9 +526,11 @@ int cli_record(const struct cli_opts *o)
 		status = EXIT_INTERRUPTED;
 		goto out_free;
 	}
-	status = start_sampler(s, as_user ? &creds : NULL);
-	if (status >= 0)
+	err = start_sampler(s, as_user ? &creds : NULL, &bad_pid);
+	if (err) {
+		status = sampler_error(o, -err, bad_pid);
 		goto out_free;
+	}
 	s->started_ns = sampler_now_ns();
 	record_loop(s);
 	/* The first stop request ended the recording; one more stops waiting for CMD. */

@@ -165,6 +165,14 @@ int bpf_reader__set_thread(struct bpf_reader *b, uint32_t tid, uint64_t tstate)
 	return bpf_map_update_elem(fd, &tid, &tstate, BPF_ANY) ? -errno : 0;
 }
 
+int bpf_reader__trace_process(struct bpf_reader *b, uint32_t tgid)
+{
+	int fd = bpf_map__fd(b->skel->maps.traced);
+	uint8_t yes = 1;
+
+	return bpf_map_update_elem(fd, &tgid, &yes, BPF_ANY) ? -errno : 0;
+}
+
 void bpf_reader__forget_thread(struct bpf_reader *b, uint32_t tid)
 {
 	bpf_map_delete_elem(bpf_map__fd(b->skel->maps.tstates), &tid);

@@ -42,6 +42,12 @@ int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid,
 /* Tells the kernel side where thread @tid's PyThreadState is. */
 int bpf_reader__set_thread(struct bpf_reader *b, uint32_t tid, uint64_t tstate);
 
+/*
+ * Follows process @tgid and, from then on, every process it forks: their ends are sent
+ * as PYTRACE_EV_EXIT events with the exit code.
+ */
+int bpf_reader__trace_process(struct bpf_reader *b, uint32_t tgid);
+
 /* Forgets thread @tid's state (its process exec'd: that address means nothing now). */
 void bpf_reader__forget_thread(struct bpf_reader *b, uint32_t tid);
 

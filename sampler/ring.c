@@ -1,4 +1,4 @@
-/* perf ring buffers (read side) and a min-heap that restores time order across CPUs. */
+/* perf ring buffers, read side: copies complete records out and gives the space back. */
 #include "ring.h"
 
 #include <errno.h>
@@ -76,72 +76,4 @@ int ring__drain(struct ring *ring,
 	}
 	__atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
 	return taken;
-}
-
-static bool before(const struct qrec *a, const struct qrec *b)
-{
-	return a->time < b->time || (a->time == b->time && a->seq < b->seq);
-}
-
-int queue__push(struct queue *q, struct qrec *rec)
-{
-	size_t i;
-
-	if (q->count == q->capacity) {
-		size_t capacity = q->capacity ? q->capacity * 2 : 1024;
-		struct qrec **grown = realloc(q->heap, capacity * sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		q->heap = grown;
-		q->capacity = capacity;
-	}
-	rec->seq = q->next_seq++;
-	i = q->count++;
-	while (i && before(rec, q->heap[(i - 1) / 2])) {
-		q->heap[i] = q->heap[(i - 1) / 2];
-		i = (i - 1) / 2;
-	}
-	q->heap[i] = rec;
-	return 0;
-}
-
-struct qrec *queue__peek(const struct queue *q)
-{
-	return q->count ? q->heap[0] : NULL;
-}
-
-struct qrec *queue__pop(struct queue *q)
-{
-	struct qrec *top, *last;
-	size_t i = 0;
-
-	if (!q->count)
-		return NULL;
-	top = q->heap[0];
-	last = q->heap[--q->count];
-	for (;;) {
-		size_t child = 2 * i + 1;
-
-		if (child >= q->count)
-			break;
-		if (child + 1 < q->count && before(q->heap[child + 1], q->heap[child]))
-			child++;
-		if (!before(q->heap[child], last))
-			break;
-		q->heap[i] = q->heap[child];
-		i = child;
-	}
-	if (q->count)
-		q->heap[i] = last;
-	return top;
-}
-
-void queue__clear(struct queue *q)
-{
-	while (q->count)
-		qrec_free(queue__pop(q));
-	free(q->heap);
-	q->heap = NULL;
-	q->capacity = 0;
 }

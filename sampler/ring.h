@@ -1,4 +1,4 @@
-/* Internal to sampler/: perf ring buffers and a time-ordered queue of copied records. */
+/* Internal to sampler/: perf ring buffers, and the records copied out of them. */
 #ifndef PYTRACE_SAMPLER_RING_H
 #define PYTRACE_SAMPLER_RING_H
 
@@ -12,14 +12,12 @@ struct py_stack;
 struct qrec {
 	uint64_t time;
 	uint64_t seq;
-	struct py_stack *py; /* Python frames read when it was drained, or NULL (owned) */
+	struct py_stack *py; /* Python frames read when it was drained, or NULL (owned: see
+			     qrec_free() in internal.h) */
 	uint32_t cpu;
 	uint32_t size;
 	uint8_t data[]; /* the raw record, header first */
 };
-
-/* Frees a record and what it owns. Accepts NULL. */
-void qrec_free(struct qrec *q);
 
 struct ring {
 	int fd;
@@ -39,16 +37,5 @@ void ring__unmap(struct ring *ring);
 int ring__drain(struct ring *ring,
 		uint64_t (*time_of)(const struct perf_event_header *hdr, void *ctx),
 		void (*take)(struct qrec *rec, void *ctx), void *ctx);
-
-struct queue {
-	struct qrec **heap;
-	size_t count, capacity;
-	uint64_t next_seq;
-};
-
-int queue__push(struct queue *q, struct qrec *rec);
-struct qrec *queue__peek(const struct queue *q);
-struct qrec *queue__pop(struct queue *q);
-void queue__clear(struct queue *q);
 
 #endif

@@ -67,12 +67,13 @@ static void *make_btf(const struct shape *shape, size_t *size)
 	if (!shape->no_fsbase)
 		assert_int_equal(btf__add_field(btf, "fsbase", u64, 16 * 8, 0), 0);
 	thread_ref = shape->const_thread ? btf__add_const(btf, thread) : thread;
-	/* The fields themselves, at 8 (pid), 12 (tgid) and 64 (thread) of their struct. */
+	/* The fields, at 8 (pid), 12 (tgid), 16 (exit_code), 64 (thread) of their struct. */
 	fields = btf__add_struct(btf, shape->randomized ? NULL : "task_struct", 256);
 	assert_int_equal(btf__add_field(btf, "state", s32, 0, 0), 0);
 	assert_int_equal(btf__add_field(btf, "pid", pid_t_id, 8 * 8, 0), 0);
 	assert_int_equal(
 		btf__add_field(btf, "tgid", pid_t_id, 12 * 8, shape->bitfield_tgid ? 20 : 0), 0);
+	assert_int_equal(btf__add_field(btf, "exit_code", s32, 16 * 8, 0), 0);
 	assert_int_equal(btf__add_field(btf, "thread", thread_ref, 64 * 8, 0), 0);
 	if (shape->randomized) {
 		assert_true(btf__add_struct(btf, "task_struct", 320) > 0);
@@ -126,6 +127,7 @@ static void test_kernel_layout__finds_fields(void **state)
 		assert_int_equal(layout_of(&cases[i].shape, &o), 0);
 		assert_int_equal(o.task_pid, cases[i].base + 8);
 		assert_int_equal(o.task_tgid, cases[i].base + 12);
+		assert_int_equal(o.task_exit_code, cases[i].base + 16);
 		assert_int_equal(o.task_fsbase, cases[i].base + 64 + 16);
 		assert_int_equal(o.regs_ax, 80);
 		assert_int_equal(o.regs_orig_ax, 120);

@@ -1,0 +1,326 @@
+/* Internal to sampler/: the state its files share and the functions they call across. */
+#ifndef PYTRACE_SAMPLER_INTERNAL_H
+#define PYTRACE_SAMPLER_INTERNAL_H
+
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/hashmap.h"
+#include "bpf_reader.h"
+#include "launch.h"
+#include "ring.h"
+#include "sampler.h"
+
+#define REGS_MASK 0xff01ffULL /* AX..IP, R8..R15: see enum sampler_reg */
+/*
+ * Records are handed out this long after they happened: enough for every CPU's buffer
+ * to have them, and for the stack a thread resumed with to be read before its wait is
+ * handed out (see emit_off_cpu).
+ */
+#define REORDER_MARGIN_NS (30 * 1000000ULL)
+#define MAX_CPUS 1024
+#define ATTACH_ROUNDS 20
+#define DRAIN_INTERVAL_MS 1	  /* while a traced process runs CPython */
+#define SLOW_DRAIN_INTERVAL_MS 20 /* otherwise */
+
+/* Records we make ourselves for what existed before we attached. */
+#define SYNTH_RECORD 0x7f00
+/* An event of the kernel-side reader (struct pytrace_event) after the header. */
+#define KERNEL_EVENT_RECORD 0x7f01
+/* Longer than the kernel takes from stamping an event to sending it. */
+#define KERNEL_EVENT_MARGIN_NS 1000000ULL
+
+enum event_role {
+	ROLE_CLOCK = 1,	 /* cpu-clock samples, side-band records */
+	ROLE_SWITCH = 2, /* context-switch samples: stacks at switch-out */
+};
+
+struct synth_record {
+	struct perf_event_header header;
+	struct sampler_rec rec;
+	char text[]; /* the comm or path that rec points to */
+};
+
+/* Stacks read by the kernel, oldest first, until their perf records are followed. */
+struct py_fifo {
+	struct py_stack **items;
+	uint32_t head, count, capacity;
+};
+
+struct task_state {
+	uint32_t pid, tid;
+	struct qrec *switch_sample; /* the latest context-switch sample (owned) */
+	bool out;		    /* switched out and not back yet */
+	uint64_t out_time;
+	enum sampler_wait wait;
+	struct qrec *out_sample; /* the sample taken as it switched out (owned) */
+	/*
+	 * A wait seen from outside: the thread was blocked when we attached, or was still
+	 * switched out when its switch record was drained. Its stack can't change while
+	 * it waits, so reading it with process_vm_readv is exact.
+	 */
+	int64_t outside_syscall;
+	uint64_t outside_regs[SREG_COUNT];
+	uint8_t *outside_stack;
+	uint64_t outside_stack_size;
+	uint64_t outside_read_ns;
+	struct py_stack *outside_py;
+	struct py_stack *last_py;	 /* of the latest sample followed: the drainer's view */
+	struct py_stack *out_py;	 /* last_py as of the switch-out: a guess for short waits */
+	struct py_fifo kernel_outs;	 /* read by the kernel at switch-outs */
+	struct py_fifo kernel_samples;	 /* read by the kernel at samples perf also kept */
+	uint64_t chain_start;		 /* the first switch-in since the last stack read, or 0 */
+	struct after_stack *afters;	 /* oldest first: kept until their waits go out */
+	struct after_stack *afters_last; /* the newest, where the next one goes */
+};
+
+/* The first stack read after a chain of short waits that began at @from. */
+struct after_stack {
+	struct after_stack *next;
+	uint64_t from;
+	struct py_stack *ps;
+};
+
+/* Python frames read from the target for one record. */
+struct py_stack {
+	struct cpython_process *proc; /* a reference */
+	uint64_t read_ns;
+	uint64_t at_ns; /* the record it was read for: a sample or a switch-out */
+	bool extended;	/* at_ns moved to the end of the wait it was read in */
+	bool kernel;	/* read by the kernel at a switch-out (copies are not) */
+	bool exact;
+	uint64_t user_ip, user_sp; /* kernel samples: the user registers perf saw too */
+	int64_t syscall;	   /* kernel switch-outs: the system call it waits in, or -1 */
+	uint32_t n;
+	struct cpython_code_entry **codes; /* resolved as the record goes out, under the lock */
+	struct cpython_frame frames[];
+};
+
+/*
+ * A drain consumes all the kernel's events before it follows perf's records, so a fifo
+ * holds up to one drain's worth for its thread (bounded: the oldest go first).
+ */
+#define PY_FIFO_MAX 4096
+
+/*
+ * A runtime found in a new mapping whose description could not be read yet: 3.13+
+ * describe themselves in _PyRuntime, which the loader may not have mapped in place when
+ * the executable segment's record is followed. Tried again at the process's samples.
+ */
+struct unread_runtime {
+	uint64_t runtime;
+	unsigned minor;
+	uint32_t tries;
+};
+
+#define UNREAD_RUNTIME_TRIES 100
+
+/* A switch-out drained without its switch-in: the thread may still be waiting. */
+struct pending_out {
+	uint32_t pid;
+	uint64_t out_time, in_time;
+};
+
+/* What was read from outside for a wait that began at @out_time. */
+struct outside_capture {
+	struct outside_capture *next; /* the thread's later captures */
+	uint64_t out_time;
+	uint64_t read_ns; /* when it was read: valid only if before the wait ended */
+	struct py_stack *py;
+	int64_t syscall;
+	uint64_t regs[SREG_COUNT];
+	uint8_t *stack;
+	uint64_t stack_size;
+};
+
+/* Records copied out of the rings, in (time, seq) order: a min-heap. */
+struct queue {
+	struct qrec **heap;
+	size_t count, capacity;
+	uint64_t next_seq;
+};
+
+struct proc_state {
+	uint32_t ntasks;
+	/*
+	 * Seen dead in /proc at @gone_ns (by the drainer, ahead of the hand-out): its exit
+	 * record, if it comes, is stamped before that. Kept until the exit goes out.
+	 */
+	bool gone;
+	uint64_t gone_ns;
+};
+
+/*
+ * How far past a process was seen dead the hand-out must be before its exit record
+ * counts as lost and one is made up: beyond the reorder margin, in case its ring was
+ * drained late.
+ */
+#define EXIT_GRACE_NS (100 * 1000000ULL)
+
+struct sampler {
+	struct sampler_opts opts;
+	uint32_t ncpus;
+	struct ring rings[MAX_CPUS];
+	int *fds;
+	size_t nfds, fds_capacity;
+	struct hashmap *roles; /* event id -> enum event_role */
+	struct perf_event_attr clock_attr, switch_attr;
+	bool use_switch_event;
+	struct queue queue;
+	struct hashmap *tasks;		 /* tid -> struct task_state */
+	struct hashmap *procs;		 /* pid -> struct proc_state */
+	struct hashmap *cmdlines;	 /* record -> command line read at drain time */
+	struct hashmap *pending_outs;	 /* tid -> struct pending_out, during one drain */
+	struct hashmap *captures;	 /* tid -> struct outside_capture */
+	struct hashmap *pythons;	 /* pid -> struct cpython_process */
+	struct hashmap *unread_runtimes; /* pid -> struct unread_runtime: found, not yet readable */
+	struct hashmap *exit_codes;	 /* pid -> wait() code + 1, sent by the kernel at its end */
+	struct bpf_reader *bpf;		 /* Python frames read by the kernel at switch-outs */
+	bool kernel_samples;	    /* ... and at samples: it is attached to the clock events */
+	size_t nfds_sampled;	    /* clock events it was attached to (or tried) */
+	uint64_t clock_id;	    /* a cpu-clock event's id, for the samples it reads */
+	struct hashmap *bpf_synced; /* pid -> thread list generation + 1 mirrored there */
+	pthread_t drainer;	    /* drains, follows and walks every ~1 ms */
+	bool drainer_running;
+	volatile bool drainer_stop;
+	pthread_mutex_t lock; /* everything here, between the drainer and sampler__next() */
+	struct qrec **batch;  /* records of the drain in progress */
+	size_t batch_count, batch_capacity;
+	uint64_t batch_seq;
+	struct cpython_frame *py_scratch;
+	struct py_stack *held_py;
+	struct py_stack **fresh; /* walked in the drain in progress, codes not yet read */
+	size_t nfresh, fresh_capacity;
+	char *held_cmdline;
+	struct held_child child;
+	bool child_execed;
+	uint64_t watermark;
+	uint64_t start_ns, stop_ns;
+	bool stopped;
+	uint64_t last_liveness_ns;
+	uint32_t ngone;		/* processes in @procs that are gone */
+	uint64_t first_gone_ns; /* the earliest gone_ns of those, or UINT64_MAX */
+	/* What the last handed-out record points into, freed on the next call. */
+	struct qrec *held[2];
+	uint8_t *held_stack;
+	struct sampler_rec rec;
+	struct sampler_stats stats;
+};
+
+struct sample_view {
+	uint64_t id;
+	uint32_t pid, tid, cpu;
+	uint64_t time;
+	struct sampler_ustack stack;
+};
+
+struct task_record {
+	struct perf_event_header header;
+	uint32_t pid, ppid, tid, ptid;
+	uint64_t time;
+};
+
+/* ---- pystack.c: Python stacks and their fifos ---- */
+/* Frees a record and what it owns. Accepts NULL. */
+void qrec_free(struct qrec *q);
+void py_stack_free(struct py_stack *ps);
+void resolve_codes(struct py_stack *ps);
+struct py_stack *py_stack_copy(const struct py_stack *src);
+void py_fifo_push(struct py_fifo *f, struct py_stack *ps);
+struct py_stack *py_fifo_take(struct py_fifo *f, uint64_t time, uint64_t within);
+struct py_stack *py_fifo_match(struct py_fifo *f, uint64_t time, uint64_t ip, uint64_t sp);
+void py_fifo_clear(struct py_fifo *f);
+
+/* ---- sampler.c: lifecycle ---- */
+struct sampler *sampler__new(const struct sampler_opts *opts);
+
+/* ---- events.c: perf events ---- */
+uint32_t online_cpus(void);
+uint64_t sample_type(const struct sampler_opts *opts);
+void build_attrs(struct sampler *s, bool privileged);
+int open_task_events(struct sampler *s, pid_t tid);
+
+/* ---- tasks.c: task and process liveness ---- */
+struct task_state *task_get(struct sampler *s, uint32_t pid, uint32_t tid, bool create);
+void task_free(struct task_state *t);
+void proc_add_task(struct sampler *s, uint32_t pid, bool starts);
+bool proc_remove_task(struct sampler *s, uint32_t pid, uint32_t tid);
+void proc_forget(struct sampler *s, uint32_t pid);
+int take_exit_status(struct sampler *s, uint32_t pid);
+const struct sampler_rec *emit_lost_exit(struct sampler *s, uint64_t horizon);
+void check_liveness(struct sampler *s);
+
+/* ---- decode.c: PERF_RECORD_* decoding (pure) ---- */
+bool decode_sample(const uint8_t *rec, uint32_t size, bool callchain, struct sample_view *v);
+uint64_t record_time(const struct perf_event_header *hdr, void *ctx);
+uint32_t record_pid(const struct qrec *q);
+/* An exit code as wait() reports it, as a shell shows it: 128 + signal when killed. */
+int decode_exit_code(uint32_t code);
+
+/* ---- drainer.c: the drainer thread ---- */
+void drain_rings(struct sampler *s, bool last);
+int start_drainer(struct sampler *s);
+void stop_drainer(struct sampler *s);
+
+/* ---- order.c: time order ---- */
+int queue__push(struct queue *q, struct qrec *rec);
+struct qrec *queue__peek(const struct queue *q);
+struct qrec *queue__pop(struct queue *q);
+void queue__clear(struct queue *q);
+void take_record(struct qrec *rec, void *ctx);
+void batch_sort(struct qrec **recs, size_t count);
+
+enum order_verdict {
+	ORDER_WAIT, /* may still have older records in flight: not yet */
+	ORDER_TAKE, /* hand it out */
+	ORDER_DROP, /* after the stop: not part of the trace */
+};
+
+/*
+ * What to do with the oldest queued record, stamped @time: records are safe to hand out
+ * once older than @watermark (every CPU's buffer has whatever came before). 0 stamps
+ * (synthetic records of what existed at attach) always go out.
+ */
+enum order_verdict order_verdict(uint64_t time, uint64_t watermark, bool stopped, uint64_t stop_ns);
+
+/* ---- python.c: CPython processes, drain-time walks ---- */
+void fresh_stack(struct sampler *s, const struct py_stack *walked);
+void read_fresh_codes(struct sampler *s);
+struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool exact,
+			     uint64_t at_ns);
+void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, uint64_t found_ns);
+void track_python(struct sampler *s, struct qrec *q);
+
+/* ---- waitstack.c: the stack a wait gets ---- */
+void note_after_resume(struct task_state *t, const struct py_stack *ps);
+void keep_common_root(struct py_stack *guess, const struct py_stack *after);
+uint64_t period_ns(const struct sampler *s);
+bool guess_fits(struct sampler *s, const struct task_state *t, const struct py_stack *ps,
+		uint64_t at_ns);
+struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64_t end,
+				 uint32_t cpu);
+
+/* ---- offcpu.c: switch pairing, waits read from outside ---- */
+void track_switch(struct sampler *s, const struct qrec *q);
+void capture_list_free(struct outside_capture *c);
+void capture_waiting(struct sampler *s);
+const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, uint32_t pid, uint32_t tid);
+
+/* ---- kernel.c: the eBPF reader's events ---- */
+void take_kernel_event(void *ctx, const struct pytrace_event *e);
+struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q);
+struct py_stack *take_kernel_out(struct task_state *t, uint64_t out_time);
+
+/* ---- handout.c: records as callers see them ---- */
+void release_held(struct sampler *s);
+struct sampler_rec *out_rec(struct sampler *s, enum sampler_rec_kind kind, uint32_t pid,
+			    uint32_t tid, uint32_t cpu, uint64_t time);
+
+/* ---- attach.c: attaching ---- */
+uint8_t *read_stack(pid_t pid, uint64_t sp, uint64_t size, uint64_t *got);
+
+#endif

@@ -1,0 +1,154 @@
+/* Merging the eBPF reader's events (Python stacks read in the kernel) into perf's stream. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+
+/* The frames of a kernel event as a stack, or NULL (not Python, or none left). */
+static struct py_stack *kernel_stack(struct sampler *s, struct cpython_process *proc,
+				     const struct pytrace_event *e)
+{
+	struct cpython_raw_frame raw[PYTRACE_BPF_MAX_FRAMES];
+	struct py_stack *ps;
+	uint32_t i, n = e->nframes < PYTRACE_BPF_MAX_FRAMES ? e->nframes : PYTRACE_BPF_MAX_FRAMES;
+	int count;
+
+	for (i = 0; i < n; i++) {
+		raw[i].code = e->frames[i].code;
+		raw[i].fingerprint = e->frames[i].fingerprint;
+		raw[i].instr = e->frames[i].instr;
+		raw[i].owner = e->frames[i].owner;
+	}
+	count = cpython_frames_from_raw(&proc->layout, raw, n, s->py_scratch, CPYTHON_MAX_FRAMES);
+	if (count <= 0)
+		return NULL;
+	ps = malloc(sizeof(*ps) + (size_t)count * sizeof(ps->frames[0]));
+	if (!ps)
+		return NULL;
+	ps->proc = cpython_process__get(proc);
+	ps->codes = NULL;
+	ps->read_ns = ps->at_ns = e->time_ns; /* read at that very instant */
+	ps->extended = false;
+	ps->exact = true;
+	ps->kernel = true;
+	ps->user_ip = e->user_ip;
+	ps->user_sp = e->user_sp;
+	ps->syscall = e->syscall;
+	ps->n = (uint32_t)count;
+	memcpy(ps->frames, s->py_scratch, (size_t)count * sizeof(ps->frames[0]));
+	fresh_stack(s, ps);
+	return ps;
+}
+
+/*
+ * A sample the kernel read and perf dropped: becomes a perf-format sample record of
+ * our own (no registers, no stack copy) that carries the frames.
+ */
+static struct qrec *kernel_sample_record(struct sampler *s, const struct pytrace_event *e,
+					 struct py_stack *ps)
+{
+	struct {
+		struct perf_event_header header;
+		uint64_t id;
+		uint32_t pid, tid;
+		uint64_t time;
+		uint32_t cpu, res;
+		uint64_t abi, stack_size;
+	} rec = { .header = { PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, sizeof(rec) },
+		  .id = s->clock_id,
+		  .pid = e->pid,
+		  .tid = e->tid,
+		  .time = e->time_ns,
+		  .cpu = e->cpu,
+		  .abi = PERF_SAMPLE_REGS_ABI_NONE };
+	struct qrec *q = malloc(sizeof(*q) + sizeof(rec));
+
+	if (!q) {
+		py_stack_free(ps);
+		return NULL;
+	}
+	q->time = e->time_ns;
+	q->seq = 0;
+	q->cpu = e->cpu;
+	q->size = sizeof(rec);
+	q->py = ps;
+	memcpy(q->data, &rec, sizeof(rec));
+	return q;
+}
+
+/* Queues an event of the kernel-side reader with perf's records, to follow in time order. */
+void take_kernel_event(void *ctx, const struct pytrace_event *e)
+{
+	size_t size = PYTRACE_EVENT_HEADER_SIZE + e->nframes * sizeof(e->frames[0]);
+	struct perf_event_header header = { KERNEL_EVENT_RECORD, 0,
+					    (uint16_t)(sizeof(header) + size) };
+	struct qrec *q = malloc(sizeof(*q) + header.size);
+
+	if (!q)
+		return;
+	q->time = e->time_ns;
+	q->cpu = e->cpu;
+	q->size = header.size;
+	q->py = NULL;
+	memcpy(q->data, &header, sizeof(header));
+	memcpy(q->data + sizeof(header), e, size);
+	take_record(q, ctx);
+}
+
+/*
+ * Follows an event of the kernel-side reader, in time order with perf's records (so
+ * what runs CPython is known as of that moment). A switch-out's stack waits on its
+ * thread for the switch record; a sample's becomes the sample record, or waits for
+ * perf's own record of it when that was kept for its native or kernel frames. Returns
+ * the record to go on with, or NULL.
+ */
+struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
+{
+	const struct pytrace_event *e = (const void *)(q->data + sizeof(struct perf_event_header));
+	struct cpython_process *proc = hashmap__get(s->pythons, e->pid);
+	struct qrec *out = NULL;
+	struct task_state *t;
+	struct py_stack *ps;
+
+	if (e->kind == PYTRACE_EV_EXIT) {
+		/* Kept for the exit record, which goes out later: the status is gone by then. */
+		void *code = (void *)(uintptr_t)(((uint64_t)e->syscall & 0xffff) + 1);
+
+		if (hashmap__set(s->exit_codes, e->pid, code))
+			pr_debug("exit code of %u not kept", e->pid);
+		qrec_free(q);
+		return NULL;
+	}
+	/* Not Python as far as we know yet: the sample is lost (perf's was dropped). */
+	ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
+	if (ps && e->truncated)
+		s->stats.kernel_cut_stacks++; /* deeper than the kernel walks: the root is missing */
+	t = ps ? task_get(s, e->pid, e->tid, true) : NULL;
+	if (!t) {
+		py_stack_free(ps);
+		if (e->kind == PYTRACE_EV_SAMPLE && !s->opts.native && !s->opts.kernel_stacks)
+			s->stats.kernel_samples_lost++;
+	} else if (e->kind == PYTRACE_EV_SWITCH) {
+		py_fifo_push(&t->kernel_outs, ps);
+		s->stats.kernel_switch_stacks++;
+	} else if (s->opts.native || s->opts.kernel_stacks) {
+		py_fifo_push(&t->kernel_samples, ps);
+	} else {
+		out = kernel_sample_record(s, e, ps);
+		if (out)
+			out->seq = q->seq;
+	}
+	qrec_free(q);
+	return out;
+}
+
+/*
+ * The kernel's reading of the switch-out at @out_time, if it made one: the tracepoint
+ * runs just before perf writes its switch record, so at most a few microseconds earlier.
+ */
+struct py_stack *take_kernel_out(struct task_state *t, uint64_t out_time)
+{
+	return py_fifo_take(&t->kernel_outs, out_time, 1000000);
+}

@@ -1,0 +1,140 @@
+/* Python stacks read for records: copies, code look-ups, and per-thread fifos of the kernel's. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void py_stack_free(struct py_stack *ps)
+{
+	if (!ps)
+		return;
+	cpython_process__put(ps->proc);
+	free(ps->codes);
+	free(ps);
+}
+
+/*
+ * Looks up each frame's code object in the process's cache, while the lock keeps the
+ * drainer from changing it, so the symbolizer can use them without the lock.
+ */
+void resolve_codes(struct py_stack *ps)
+{
+	uint32_t i;
+
+	if (ps->codes)
+		return;
+	ps->codes = calloc(ps->n ? ps->n : 1, sizeof(*ps->codes));
+	for (i = 0; ps->codes && i < ps->n; i++)
+		ps->codes[i] = cpython_code_lookup(ps->proc, ps->frames[i].code,
+						   ps->frames[i].fingerprint);
+}
+
+void qrec_free(struct qrec *q)
+{
+	if (!q)
+		return;
+	py_stack_free(q->py);
+	free(q);
+}
+
+struct py_stack *py_stack_copy(const struct py_stack *src)
+{
+	size_t size = sizeof(*src) + src->n * sizeof(src->frames[0]);
+	struct py_stack *ps = malloc(size);
+
+	if (!ps)
+		return NULL;
+	memcpy(ps, src, size);
+	ps->codes = NULL;
+	ps->kernel = false; /* a copy stands for another moment: a guess */
+	cpython_process__get(ps->proc);
+	return ps;
+}
+
+void py_fifo_push(struct py_fifo *f, struct py_stack *ps)
+{
+	if (f->count == PY_FIFO_MAX) {
+		py_stack_free(f->items[f->head++]);
+		f->count--;
+	}
+	if (f->head + f->count == f->capacity) {
+		if (f->head) {
+			memmove(f->items, f->items + f->head, f->count * sizeof(*f->items));
+			f->head = 0;
+		} else {
+			uint32_t capacity = f->capacity ? f->capacity * 2 : 8;
+			struct py_stack **grown = realloc(f->items, capacity * sizeof(*grown));
+
+			if (!grown) {
+				py_stack_free(ps);
+				return;
+			}
+			f->items = grown;
+			f->capacity = capacity;
+		}
+	}
+	f->items[f->head + f->count++] = ps;
+}
+
+/*
+ * Takes the latest stack read at or before @time, dropping older ones; NULL unless it
+ * was read less than @within ns before (else it belongs to an earlier record).
+ */
+struct py_stack *py_fifo_take(struct py_fifo *f, uint64_t time, uint64_t within)
+{
+	struct py_stack *found = NULL;
+
+	while (f->count && f->items[f->head]->at_ns <= time) {
+		py_stack_free(found);
+		found = f->items[f->head++];
+		f->count--;
+	}
+	if (!f->count)
+		f->head = 0;
+	if (found && time - found->at_ns >= within) {
+		py_stack_free(found);
+		found = NULL;
+	}
+	return found;
+}
+
+/*
+ * The kernel's reading of a sample perf kept (with its stack copy) for @time, @ip, @sp:
+ * they carry the same user registers, and perf stamps its record a little before the
+ * kernel's reader runs (0.25-0.5 ms here). Readings of earlier samples are dropped.
+ */
+struct py_stack *py_fifo_match(struct py_fifo *f, uint64_t time, uint64_t ip, uint64_t sp)
+{
+	uint32_t i;
+
+	while (f->count && f->items[f->head]->at_ns + 100000 < time) {
+		py_stack_free(f->items[f->head++]);
+		f->count--;
+	}
+	for (i = 0; i < f->count && i < 16; i++) {
+		struct py_stack *ps = f->items[f->head + i];
+
+		if (ps->at_ns > time + 5000000)
+			break;
+		if (ps->user_ip == ip && ps->user_sp == sp) {
+			while (i--) {
+				py_stack_free(f->items[f->head++]);
+				f->count--;
+			}
+			f->head++;
+			f->count--;
+			return ps;
+		}
+	}
+	return NULL;
+}
+
+void py_fifo_clear(struct py_fifo *f)
+{
+	while (f->count) {
+		py_stack_free(f->items[f->head++]);
+		f->count--;
+	}
+	free(f->items);
+	memset(f, 0, sizeof(*f));
+}

@@ -1,0 +1,295 @@
+/* Which processes run CPython, and the Python stacks walked as records are drained. */
+#include "internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+
+/*
+ * Remembers a stack walked in this drain (a copy: the original may be trimmed or freed
+ * meanwhile): its code objects are read at the end.
+ */
+void fresh_stack(struct sampler *s, const struct py_stack *walked)
+{
+	struct py_stack *ps = py_stack_copy(walked);
+
+	if (!ps)
+		return;
+	if (s->nfresh == s->fresh_capacity) {
+		size_t capacity = s->fresh_capacity ? s->fresh_capacity * 2 : 256;
+		struct py_stack **grown = realloc(s->fresh, capacity * sizeof(*grown));
+
+		if (!grown) {
+			py_stack_free(ps); /* its codes are read later, when named */
+			return;
+		}
+		s->fresh = grown;
+		s->fresh_capacity = capacity;
+	}
+	s->fresh[s->nfresh++] = ps;
+}
+
+/*
+ * Code objects are read after every stack of the drain was walked: reading them is
+ * slow (strings, line tables), and a walk that waits behind it reads a later stack.
+ */
+void read_fresh_codes(struct sampler *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nfresh; i++) {
+		cpython_read_codes(s->fresh[i]->proc, NULL, s->fresh[i]->frames, s->fresh[i]->n);
+		py_stack_free(s->fresh[i]);
+	}
+	s->nfresh = 0;
+}
+
+/* Mirrors a process's thread states into the kernel's map after they were re-read. */
+static void sync_threads(struct sampler *s, uint32_t pid, struct cpython_process *proc)
+{
+	uint64_t synced = (uint64_t)(uintptr_t)hashmap__get(s->bpf_synced, pid);
+	size_t i;
+
+	if (!s->bpf || synced == proc->threads_generation + 1)
+		return;
+	for (i = 0; i < proc->nthreads; i++)
+		bpf_reader__set_thread(s->bpf, proc->threads[i].tid, proc->threads[i].tstate);
+	hashmap__set(s->bpf_synced, pid, (void *)(uintptr_t)(proc->threads_generation + 1));
+}
+
+/* Reads the Python frames of @tid now, when @pid runs CPython. NULL otherwise. */
+struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool exact,
+			     uint64_t at_ns)
+{
+	struct cpython_process *proc = hashmap__get(s->pythons, pid);
+	struct py_stack *ps;
+	int n;
+
+	if (!proc)
+		return NULL;
+	n = cpython_walk(proc, NULL, tid, sampler_now_ns(), s->py_scratch, CPYTHON_MAX_FRAMES);
+	s->stats.python_walks++;
+	sync_threads(s, pid, proc);
+	if (n <= 0) {
+		if (n < 0)
+			s->stats.python_walk_errors++;
+		return NULL;
+	}
+	ps = malloc(sizeof(*ps) + (size_t)n * sizeof(ps->frames[0]));
+	if (!ps)
+		return NULL;
+	ps->proc = cpython_process__get(proc);
+	ps->codes = NULL;
+	ps->read_ns = sampler_now_ns();
+	ps->at_ns = at_ns;
+	ps->extended = false;
+	ps->kernel = false;
+	ps->exact = exact;
+	ps->user_ip = ps->user_sp = 0;
+	ps->syscall = -1;
+	ps->n = (uint32_t)n;
+	memcpy(ps->frames, s->py_scratch, (size_t)n * sizeof(ps->frames[0]));
+	fresh_stack(s, ps);
+	return ps;
+}
+
+/* @proc (or none) runs @pid's CPython from @found_ns on (0: from before the recording). */
+void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, uint64_t found_ns)
+{
+	cpython_process__put(hashmap__remove(s->pythons, pid));
+	if (proc)
+		proc->since_ns = found_ns;
+	if (proc && hashmap__set(s->pythons, pid, proc)) {
+		cpython_process__put(proc);
+		proc = NULL;
+	}
+	if (s->bpf) {
+		bpf_reader__set_process(s->bpf, pid, proc ? &proc->layout : NULL,
+					proc ? proc->runtime : 0);
+		hashmap__remove(s->bpf_synced, pid);
+	}
+}
+
+static void remember_unread(struct sampler *s, uint32_t pid, uint64_t runtime, unsigned minor)
+{
+	struct unread_runtime *u = calloc(1, sizeof(*u));
+
+	if (!u)
+		return;
+	u->runtime = runtime;
+	u->minor = minor;
+	if (hashmap__set(s->unread_runtimes, pid, u))
+		free(u);
+}
+
+static void retry_unread(struct sampler *s, uint32_t pid, uint64_t time)
+{
+	struct unread_runtime *u = hashmap__get(s->unread_runtimes, pid);
+	struct cpython_process *proc;
+
+	if (!u)
+		return;
+	proc = cpython_process__new((pid_t)pid, u->runtime, u->minor);
+	if (proc) {
+		set_python(s, pid, proc, time);
+		free(hashmap__remove(s->unread_runtimes, pid));
+	} else if (++u->tries == UNREAD_RUNTIME_TRIES) {
+		pr_info("process %u: CPython %u.%u found but its runtime is unreadable", pid, 3U,
+			u->minor);
+		free(hashmap__remove(s->unread_runtimes, pid));
+	}
+}
+
+/*
+ * Follows which processes run CPython as records are drained: a libpython or python
+ * mapping makes one (replacing any), fork copies it, exec drops it. Samples of such processes get
+ * their Python frames read right away, as close to the sample as we can get.
+ */
+void track_python(struct sampler *s, struct qrec *q)
+{
+	const struct perf_event_header *hdr = (const void *)q->data;
+	const uint8_t *p = q->data + sizeof(*hdr);
+	uint32_t ids[2];
+
+	if (q->size < sizeof(*hdr) + 32)
+		return; /* every record has at least the sample_id trailer */
+	memcpy(ids, p, 8);
+	if (hdr->type == PERF_RECORD_MMAP2 && !(hdr->misc & PERF_RECORD_MISC_MMAP_DATA)) {
+		uint64_t start, pgoff, runtime;
+		unsigned minor;
+		const char *path = (const char *)q->data + sizeof(*hdr) + 64;
+
+		if (q->size < sizeof(*hdr) + 64 + 33)
+			return;
+		q->data[q->size - 33] = '\0';
+		memcpy(&start, p + 8, 8);
+		memcpy(&pgoff, p + 24, 8);
+		if (!cpython_locate(path, start, pgoff, &runtime, &minor)) {
+			struct cpython_process *proc =
+				cpython_process__new((pid_t)ids[0], runtime, minor);
+
+			set_python(s, ids[0], proc, q->time);
+			free(hashmap__remove(s->unread_runtimes, ids[0]));
+			if (!proc)
+				remember_unread(s, ids[0], runtime, minor);
+		}
+	} else if (hdr->type == PERF_RECORD_FORK) {
+		uint32_t ppid;
+		struct cpython_process *parent;
+
+		memcpy(&ppid, p + 4, 4);
+		parent = hashmap__get(s->pythons, ppid);
+		/*
+		 * A fork is written on the parent's CPU, the child's exec and mmaps on
+		 * another: drained later, it must not replace what the child's own new
+		 * image already told (a runtime found in a mapping always wins).
+		 */
+		if (ppid != ids[0] && parent && !hashmap__get(s->pythons, ids[0])) {
+			uint32_t tid, ptid;
+			size_t i;
+
+			set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]),
+				   q->time);
+			/* The child is a copy of the forking thread: same thread state address. */
+			memcpy(&tid, p + 8, 4);
+			memcpy(&ptid, p + 12, 4);
+			for (i = 0; s->bpf && i < parent->nthreads; i++) {
+				if (parent->threads[i].tid == ptid)
+					bpf_reader__set_thread(s->bpf, tid,
+							       parent->threads[i].tstate);
+			}
+		}
+	} else if (hdr->type == PERF_RECORD_COMM && (hdr->misc & PERF_RECORD_MISC_COMM_EXEC)) {
+		struct cpython_process *known = hashmap__get(s->pythons, ids[0]);
+
+		/*
+		 * An exec drops the old image's runtime, but not one its own new image mapped
+		 * later: that mapping may have run on another CPU and been drained first.
+		 */
+		if (known && known->since_ns > q->time)
+			return;
+		set_python(s, ids[0], NULL, 0);
+		free(hashmap__remove(s->unread_runtimes, ids[0]));
+		/* The thread that exec'd (now the only one) had a state in the old image. */
+		if (s->bpf) {
+			bpf_reader__forget_thread(s->bpf, ids[0]);
+			bpf_reader__forget_thread(s->bpf, ids[1]);
+		}
+	} else if (hdr->type == PERF_RECORD_SWITCH && !(hdr->misc & PERF_RECORD_MISC_SWITCH_OUT)) {
+		struct task_state *t;
+
+		/* A stack read while the thread waited held until it ran again: now. */
+		memcpy(ids, q->data + q->size - 32, 8);
+		t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
+		if (t && t->last_py && t->last_py->exact && !t->last_py->extended &&
+		    q->time > t->last_py->at_ns) {
+			t->last_py->at_ns = q->time; /* only this wait's end, not later ones */
+			t->last_py->extended = true;
+		}
+		if (t && !t->chain_start)
+			t->chain_start = q->time;
+	} else if (hdr->type == PERF_RECORD_SWITCH && (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT)) {
+		struct task_state *t;
+
+		/* The stack it waits with: read by the kernel right then, else a guess. */
+		memcpy(ids, q->data + q->size - 32, 8);
+		t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
+		q->py = t ? take_kernel_out(t, q->time) : NULL;
+		if (t && !q->py && s->bpf) {
+			s->stats.kernel_switch_misses++;
+			pr_debug("switch-out of %u at %" PRIu64 " without the kernel's stack (%u "
+				 "queued, first at %" PRIu64 ")",
+				 ids[1], q->time, t->kernel_outs.count,
+				 t->kernel_outs.count
+					 ? t->kernel_outs.items[t->kernel_outs.head]->at_ns
+					 : 0);
+		}
+		if (q->py) {
+			py_stack_free(t->last_py);
+			t->last_py = py_stack_copy(q->py);
+			note_after_resume(t, q->py);
+		} else if (t && guess_fits(s, t, t->last_py, q->time)) {
+			q->py = py_stack_copy(t->last_py);
+		}
+	} else if (hdr->type == PERF_RECORD_SAMPLE) {
+		uint64_t id;
+		struct task_state *t;
+
+		/* Samples carry pid, tid after the identifier. */
+		memcpy(&id, p, 8);
+		memcpy(ids, p + 8, 8);
+		retry_unread(s, ids[0], q->time);
+		if (!hashmap__get(s->pythons, ids[0]) ||
+		    (enum event_role)(uintptr_t)hashmap__get(s->roles, id) != ROLE_CLOCK)
+			return;
+		t = task_get(s, ids[0], ids[1], true);
+		if (!q->py)
+			q->py = walk_python(s, ids[0], ids[1], false, q->time);
+		if (!t)
+			return;
+		if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s) &&
+		    t->last_py && t->last_py->at_ns <= q->time && t->last_py->proc == q->py->proc) {
+			/*
+			 * Read well after the sample (a busy machine): the thread may have
+			 * moved on. What it had both before the sample and when read held
+			 * at the sample; keep that.
+			 */
+			keep_common_root(q->py, t->last_py);
+			s->stats.late_walks++;
+		}
+		if (q->py && !q->py->n) {
+			py_stack_free(q->py);
+			q->py = NULL;
+		}
+		if (q->py) {
+			py_stack_free(t->last_py);
+			t->last_py = py_stack_copy(q->py);
+			note_after_resume(t, q->py);
+		} else if (guess_fits(s, t, t->last_py, q->time)) {
+			/* Gone by the time we looked (it left Python, or exited): its latest. */
+			q->py = py_stack_copy(t->last_py);
+		}
+	}
+}

@@ -1,0 +1,176 @@
+/* Which Python stack a wait gets: read while it waited, else what held before and after. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * A stack was read for the thread: it is the "after" of every wait that ended since the
+ * previous one was read (a chain of short waits with no sample between them). Kept in
+ * a list: the drainer runs well ahead of the records being handed out.
+ */
+void note_after_resume(struct task_state *t, const struct py_stack *ps)
+{
+	struct after_stack *a;
+
+	if (!t->chain_start || ps->at_ns < t->chain_start)
+		return;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return;
+	a->from = t->chain_start;
+	a->ps = py_stack_copy(ps);
+	if (!a->ps) {
+		free(a);
+		return;
+	}
+	/* Appended at the end in O(1): thousands a second with many switches. */
+	if (t->afters)
+		t->afters_last->next = a;
+	else
+		t->afters = a;
+	t->afters_last = a;
+	t->chain_start = 0;
+}
+
+/* The stack read after the chain holding a wait that ended at @end, if known yet. */
+static const struct py_stack *after_of(struct task_state *t, uint64_t end)
+{
+	/* Chains wholly before this wait are done with: their waits went out already. */
+	while (t->afters && t->afters->ps->at_ns < end) {
+		struct after_stack *a = t->afters;
+
+		t->afters = a->next;
+		py_stack_free(a->ps);
+		free(a);
+	}
+	return t->afters && t->afters->from <= end ? t->afters->ps : NULL;
+}
+
+static bool same_frame(const struct cpython_frame *a, const struct cpython_frame *b, bool leaf)
+{
+	return a->code == b->code && a->fingerprint == b->fingerprint &&
+	       (leaf || a->lasti == b->lasti);
+}
+
+/*
+ * A wait too short to be read from outside lies between two stacks that are known: the
+ * last one read before it and the first one read after it. What both share (from the
+ * root: the same code objects, the same call sites) held all along; keep only that.
+ */
+void keep_common_root(struct py_stack *guess, const struct py_stack *after)
+{
+	uint32_t n = 0;
+
+	while (n < guess->n && n < after->n &&
+	       same_frame(&guess->frames[guess->n - 1 - n], &after->frames[after->n - 1 - n],
+			  n + 1 == guess->n || n + 1 == after->n))
+		n++;
+	if (n == guess->n)
+		return;
+	/* Frames are innermost first: drop the first (innermost) ones. */
+	memmove(guess->frames, guess->frames + (guess->n - n), n * sizeof(guess->frames[0]));
+	guess->n = n;
+}
+
+/*
+ * Whether a thread's latest known Python stack may stand for it at @at_ns: it must be
+ * of the same interpreter image (not from before an exec) and read for a moment at
+ * most 4 sampling periods earlier. The stack itself is never more than one period of
+ * the thread's CPU time stale (samples fire on its CPU time), but the wait that
+ * inherits it may be long: a wider window puts long preemptions after a function
+ * returned under that function; a narrower one splits slices at short waits. Measured
+ * on the pool test (tests/e2e/test_python_record.py), 4 periods does best.
+ */
+uint64_t period_ns(const struct sampler *s)
+{
+	return 1000000000ULL / s->opts.frequency_hz;
+}
+
+static uint64_t guess_window(const struct sampler *s)
+{
+	return 4 * period_ns(s);
+}
+
+bool guess_fits(struct sampler *s, const struct task_state *t, const struct py_stack *ps,
+		uint64_t at_ns)
+{
+	return ps && at_ns >= ps->at_ns && at_ns - ps->at_ns <= guess_window(s) &&
+	       ps->proc == hashmap__get(s->pythons, t->pid);
+}
+
+/* An off-CPU span for @t ending at @end, with the best stack we have. */
+struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64_t end,
+				 uint32_t cpu)
+{
+	struct sampler_rec *r = out_rec(s, SREC_OFF_CPU, t->pid, t->tid, cpu, t->out_time);
+	struct sample_view v;
+
+	r->sample.end_ns = end;
+	r->sample.wait = t->wait;
+	if (t->outside_read_ns > end) {
+		/*
+		 * Read after this wait had ended: the thread had moved on (it ran and waited
+		 * again before we looked), so what was read describes a later wait.
+		 */
+		free(t->outside_stack);
+		t->outside_stack = NULL;
+		py_stack_free(t->outside_py);
+		t->outside_py = NULL;
+		t->outside_syscall = -1;
+		s->stats.stale_captures++;
+	}
+	t->outside_read_ns = 0;
+	r->sample.syscall = t->outside_syscall;
+	/* Python frames: read while it waited (exact), else its latest known (a guess). */
+	if (t->outside_py) {
+		s->held_py = t->outside_py;
+		py_stack_free(t->out_py);
+	} else {
+		const struct py_stack *after = after_of(t, end);
+
+		s->held_py = t->out_py;
+		if (s->held_py && after) {
+			/* Known before and after: what both share held throughout, sound. */
+			keep_common_root(s->held_py, after);
+		} else if (s->held_py && end - s->held_py->at_ns > guess_window(s)) {
+			/* Only the before is known: a guess, for a wait that ends soon enough. */
+			s->held_py->n = 0;
+		}
+		if (s->held_py && !s->held_py->n) {
+			py_stack_free(s->held_py);
+			s->held_py = NULL;
+		}
+	}
+	t->outside_py = NULL;
+	t->out_py = NULL;
+	if (s->held_py) {
+		resolve_codes(s->held_py);
+		r->sample.python = s->held_py->proc;
+		r->sample.py_codes = s->held_py->codes;
+		r->sample.py_frames = s->held_py->frames;
+		r->sample.npy = s->held_py->n;
+		r->sample.py_exact = s->held_py->exact;
+	}
+	if (t->out_sample &&
+	    decode_sample(t->out_sample->data, t->out_sample->size, s->opts.kernel_stacks, &v)) {
+		r->sample.stack = v.stack;
+		r->sample.stack_at_switch = true;
+		s->held[1] = t->out_sample;
+		t->out_sample = NULL;
+	} else if (t->outside_stack || t->outside_syscall >= 0) {
+		r->sample.stack.valid = t->outside_stack != NULL;
+		memcpy(r->sample.stack.regs, t->outside_regs, sizeof(t->outside_regs));
+		r->sample.stack.data = t->outside_stack;
+		r->sample.stack.size = t->outside_stack_size;
+		r->sample.stack_at_switch = true;
+		s->held_stack = t->outside_stack;
+		t->outside_stack = NULL;
+	}
+	t->outside_syscall = -1;
+	qrec_free(t->out_sample);
+	t->out_sample = NULL;
+	t->out = false;
+	s->stats.off_cpu_spans++;
+	return r;
+}

@@ -1,0 +1,227 @@
+/* Tests of decoding PERF_RECORD_* bytes: samples field by field, and every cut short. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "records.h"
+
+/* Appends @n bytes of @src to a record being built. */
+struct builder {
+	uint8_t buf[4096];
+	size_t len;
+};
+
+static void put(struct builder *b, const void *src, size_t n)
+{
+	assert_true(b->len + n <= sizeof(b->buf));
+	memcpy(b->buf + b->len, src, n);
+	b->len += n;
+}
+
+static void put_u32(struct builder *b, uint32_t v)
+{
+	put(b, &v, sizeof(v));
+}
+
+static void put_u64(struct builder *b, uint64_t v)
+{
+	put(b, &v, sizeof(v));
+}
+
+/*
+ * A sample as our events write it: id, pid/tid, time, cpu/res, [callchain], user regs,
+ * user stack (size, bytes, dynamic size).
+ */
+static void build_sample(struct builder *b, bool callchain, uint64_t abi, uint64_t stack_size,
+			 uint64_t dyn_size)
+{
+	struct perf_event_header hdr = { PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, 0 };
+	uint64_t i;
+
+	memset(b, 0, sizeof(*b));
+	put(b, &hdr, sizeof(hdr));
+	put_u64(b, 77);	  /* id */
+	put_u32(b, 100);  /* pid */
+	put_u32(b, 101);  /* tid */
+	put_u64(b, 5000); /* time */
+	put_u32(b, 3);	  /* cpu */
+	put_u32(b, 0);	  /* res */
+	if (callchain) {
+		put_u64(b, 2);
+		put_u64(b, 0xffffffff81000010ULL);
+		put_u64(b, 0xffffffff81000020ULL);
+	}
+	put_u64(b, abi);
+	if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
+		for (i = 0; i < SREG_COUNT; i++)
+			put_u64(b, 0x1000 + i);
+	}
+	put_u64(b, stack_size);
+	if (stack_size) {
+		for (i = 0; i < stack_size; i++)
+			put(b, &(uint8_t){ (uint8_t)i }, 1);
+		put_u64(b, dyn_size);
+	}
+	((struct perf_event_header *)b->buf)->size = (uint16_t)b->len;
+}
+
+/* Decodes the first @size bytes of @b from an exact-size copy (ASan sees overreads). */
+static bool decode_cut(const struct builder *b, size_t size, bool callchain, struct sample_view *v)
+{
+	uint8_t *copy = malloc(size ? size : 1);
+	bool ok;
+
+	assert_non_null(copy);
+	memcpy(copy, b->buf, size);
+	ok = decode_sample(copy, (uint32_t)size, callchain, v);
+	free(copy);
+	return ok;
+}
+
+static void test_decode__sample_fields(void **state)
+{
+	struct builder b;
+	struct sample_view v;
+
+	(void)state;
+	build_sample(&b, false, PERF_SAMPLE_REGS_ABI_64, 64, 40);
+	assert_true(decode_sample(b.buf, (uint32_t)b.len, false, &v));
+	assert_int_equal(v.id, 77);
+	assert_int_equal(v.pid, 100);
+	assert_int_equal(v.tid, 101);
+	assert_int_equal(v.time, 5000);
+	assert_int_equal(v.cpu, 3);
+	assert_true(v.stack.valid);
+	assert_int_equal(v.stack.regs[SREG_AX], 0x1000);
+	assert_int_equal(v.stack.regs[SREG_IP], 0x1000 + SREG_IP);
+	assert_int_equal(v.stack.regs[SREG_R15], 0x1000 + SREG_R15);
+	assert_int_equal(v.stack.size, 40); /* the dynamic size: what was really copied */
+	assert_ptr_equal(v.stack.data, b.buf + b.len - 8 - 64);
+	assert_int_equal(v.stack.nkernel, 0);
+}
+
+static void test_decode__callchain(void **state)
+{
+	struct builder b;
+	struct sample_view v;
+
+	(void)state;
+	build_sample(&b, true, PERF_SAMPLE_REGS_ABI_64, 0, 0);
+	assert_true(decode_sample(b.buf, (uint32_t)b.len, true, &v));
+	assert_int_equal(v.stack.nkernel, 2);
+	assert_int_equal(v.stack.kernel_ips[0], 0xffffffff81000010ULL);
+	assert_int_equal(v.stack.kernel_ips[1], 0xffffffff81000020ULL);
+	assert_true(v.stack.valid);
+	assert_null(v.stack.data);
+}
+
+static void test_decode__no_user_state(void **state)
+{
+	struct builder b;
+	struct sample_view v;
+
+	(void)state;
+	build_sample(&b, false, PERF_SAMPLE_REGS_ABI_NONE, 0, 0);
+	assert_true(decode_sample(b.buf, (uint32_t)b.len, false, &v));
+	assert_false(v.stack.valid);
+	assert_int_equal(v.pid, 100);
+}
+
+static void test_decode__dynamic_size_is_capped(void **state)
+{
+	struct builder b;
+	struct sample_view v;
+
+	(void)state;
+	build_sample(&b, false, PERF_SAMPLE_REGS_ABI_64, 32, 1000);
+	assert_true(decode_sample(b.buf, (uint32_t)b.len, false, &v));
+	assert_int_equal(v.stack.size, 32);
+}
+
+/* Every record cut short, anywhere, is refused without reading past its end. */
+static void test_decode__every_cut_is_refused(void **state)
+{
+	static const struct {
+		bool callchain;
+		uint64_t abi, stack;
+	} shapes[] = {
+		{ false, PERF_SAMPLE_REGS_ABI_64, 64 },
+		{ true, PERF_SAMPLE_REGS_ABI_64, 64 },
+		{ false, PERF_SAMPLE_REGS_ABI_NONE, 0 },
+		{ true, PERF_SAMPLE_REGS_ABI_NONE, 16 },
+	};
+	struct builder b;
+	struct sample_view v;
+	size_t i, cut;
+
+	(void)state;
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		build_sample(&b, shapes[i].callchain, shapes[i].abi, shapes[i].stack, 8);
+		assert_true(decode_cut(&b, b.len, shapes[i].callchain, &v));
+		for (cut = 0; cut < b.len; cut++)
+			assert_false(decode_cut(&b, cut, shapes[i].callchain, &v));
+	}
+}
+
+/* Sizes in the record that claim more than it holds. */
+static void test_decode__lying_sizes_are_refused(void **state)
+{
+	struct builder b;
+	struct sample_view v;
+	size_t nr_at = sizeof(struct perf_event_header) + 8 + 8 + 8 + 8;
+
+	(void)state;
+	build_sample(&b, true, PERF_SAMPLE_REGS_ABI_64, 0, 0);
+	memcpy(b.buf + nr_at, &(uint64_t){ 1ULL << 61 }, 8); /* callchain length */
+	assert_false(decode_cut(&b, b.len, true, &v));
+	build_sample(&b, false, PERF_SAMPLE_REGS_ABI_64, 16, 16);
+	/* The stack size field sits before its 16 bytes and the dynamic size. */
+	memcpy(b.buf + b.len - 8 - 16 - 8, &(uint64_t){ 4096 }, 8);
+	assert_false(decode_cut(&b, b.len, false, &v));
+}
+
+static void test_decode__time_and_pid(void **state)
+{
+	struct builder b;
+	struct qrec *q;
+	struct test_task_record fork = { .header = { PERF_RECORD_FORK, 0, sizeof(fork) },
+					 .pid = 20,
+					 .ppid = 10,
+					 .time = 900,
+					 .id_pid = 20,
+					 .id_time = 901 };
+
+	(void)state;
+	build_sample(&b, false, PERF_SAMPLE_REGS_ABI_NONE, 0, 0);
+	assert_int_equal(record_time((const struct perf_event_header *)b.buf, NULL), 5000);
+	/* Other records carry it in the sample_id trailer. */
+	assert_int_equal(record_time(&fork.header, NULL), 901);
+	q = test_qrec(b.buf, b.len, 0);
+	assert_non_null(q);
+	assert_int_equal(record_pid(q), 100);
+	free(q);
+	q = test_qrec(&fork, sizeof(fork), 0);
+	assert_non_null(q);
+	assert_int_equal(record_pid(q), 20);
+	free(q);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decode__sample_fields),
+		cmocka_unit_test(test_decode__callchain),
+		cmocka_unit_test(test_decode__no_user_state),
+		cmocka_unit_test(test_decode__dynamic_size_is_capped),
+		cmocka_unit_test(test_decode__every_cut_is_refused),
+		cmocka_unit_test(test_decode__lying_sizes_are_refused),
+		cmocka_unit_test(test_decode__time_and_pid),
+	};
+
+	return cmocka_run_group_tests_name("decode", tests, NULL, NULL);
+}

@@ -1,0 +1,196 @@
+/* Tests of off-CPU spans: switch-outs paired with switch-ins as the records go out. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "records.h"
+
+/* pids that can't exist (above pid_max): nothing is read from outside for them. */
+#define PID 4194400U
+#define TID 4194401U
+
+struct switch_record {
+	struct perf_event_header header;
+	uint32_t pid, tid;
+	uint64_t time;
+	uint32_t cpu, res;
+	uint64_t id;
+};
+
+static struct qrec *switch_rec(uint16_t misc, uint32_t tid, uint64_t time)
+{
+	struct switch_record r = {
+		{ PERF_RECORD_SWITCH, misc, sizeof(r) }, PID, tid, time, 1, 0, 0
+	};
+	struct qrec *q = test_qrec(&r, sizeof(r), time);
+
+	assert_non_null(q);
+	q->cpu = 1;
+	return q;
+}
+
+static int setup(void **state)
+{
+	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
+				     .frequency_hz = 1000,
+				     .mode = SAMPLER_MODE_WALL,
+				     .stack_bytes = 8192 };
+	struct sampler *s = sampler__new(&opts);
+
+	if (!s)
+		return -1;
+	s->watermark = UINT64_MAX / 2;
+	*state = s;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	sampler__free(*state);
+	return 0;
+}
+
+static void push(struct sampler *s, struct qrec *q)
+{
+	assert_int_equal(queue__push(&s->queue, q), 0);
+}
+
+static void test_offcpu__blocked_wait_is_paired(void **state)
+{
+	struct sampler *s = *state;
+	const struct sampler_rec *r;
+
+	push(s, switch_rec(PERF_RECORD_MISC_SWITCH_OUT, TID, 1000));
+	push(s, switch_rec(0, TID, 5000));
+	r = sampler__next(s);
+	assert_non_null(r);
+	assert_int_equal(r->kind, SREC_OFF_CPU);
+	assert_int_equal(r->pid, PID);
+	assert_int_equal(r->tid, TID);
+	assert_int_equal(r->time_ns, 1000);
+	assert_int_equal(r->sample.end_ns, 5000);
+	assert_int_equal(r->sample.wait, SAMPLER_WAIT_BLOCKED);
+	assert_int_equal(r->sample.npy, 0);
+	assert_null(sampler__next(s));
+}
+
+static void test_offcpu__preemption(void **state)
+{
+	struct sampler *s = *state;
+	const struct sampler_rec *r;
+
+	push(s, switch_rec(PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT, TID,
+			   2000));
+	push(s, switch_rec(0, TID, 2500));
+	r = sampler__next(s);
+	assert_non_null(r);
+	assert_int_equal(r->sample.wait, SAMPLER_WAIT_PREEMPTED);
+	assert_int_equal(r->sample.end_ns - r->time_ns, 500);
+}
+
+/* A switch-in without its switch-out (lost, or from before we started) yields nothing. */
+static void test_offcpu__unpaired_switch_in(void **state)
+{
+	struct sampler *s = *state;
+	struct sampler_stats st;
+
+	push(s, switch_rec(0, TID, 3000));
+	assert_null(sampler__next(s));
+	sampler__stats(s, &st);
+	assert_int_equal(st.unpaired_switches, 1);
+	assert_int_equal(st.off_cpu_spans, 0);
+}
+
+/* Threads are paired separately, whatever the interleaving. */
+static void test_offcpu__threads_apart(void **state)
+{
+	struct sampler *s = *state;
+	const struct sampler_rec *r;
+
+	push(s, switch_rec(PERF_RECORD_MISC_SWITCH_OUT, TID, 100));
+	push(s, switch_rec(PERF_RECORD_MISC_SWITCH_OUT, TID + 1, 200));
+	push(s, switch_rec(0, TID + 1, 300));
+	push(s, switch_rec(0, TID, 400));
+	r = sampler__next(s);
+	assert_non_null(r);
+	assert_int_equal(r->tid, TID + 1);
+	assert_int_equal(r->time_ns, 200);
+	assert_int_equal(r->sample.end_ns, 300);
+	r = sampler__next(s);
+	assert_non_null(r);
+	assert_int_equal(r->tid, TID);
+	assert_int_equal(r->time_ns, 100);
+	assert_int_equal(r->sample.end_ns, 400);
+}
+
+/* Nothing newer than the watermark goes out: its switch-in may be on another CPU. */
+static void test_offcpu__waits_for_the_watermark(void **state)
+{
+	struct sampler *s = *state;
+
+	s->watermark = 1500;
+	push(s, switch_rec(PERF_RECORD_MISC_SWITCH_OUT, TID, 1000));
+	push(s, switch_rec(0, TID, 2000));
+	assert_null(sampler__next(s));
+	s->watermark = 2000;
+	assert_non_null(sampler__next(s));
+}
+
+/* At the stop, a thread still waiting gets a span up to the stop. */
+static void test_offcpu__stop_closes_waits(void **state)
+{
+	struct sampler *s = *state;
+	const struct sampler_rec *r;
+
+	push(s, switch_rec(PERF_RECORD_MISC_SWITCH_OUT, TID, 1000));
+	sampler__stop(s);
+	r = sampler__next(s);
+	assert_non_null(r);
+	assert_int_equal(r->kind, SREC_OFF_CPU);
+	assert_int_equal(r->time_ns, 1000);
+	assert_int_equal(r->sample.end_ns, s->stop_ns);
+	assert_null(sampler__next(s));
+}
+
+/*
+ * The drain's switch notes are emptied in place after waiting threads were looked at:
+ * the next drain notes into the same map (it used to be replaced by an unchecked new one).
+ */
+static void test_offcpu__switch_notes_survive_a_drain(void **state)
+{
+	struct sampler *s = *state;
+	struct hashmap *notes = s->pending_outs;
+	struct qrec *q = switch_rec(PERF_RECORD_MISC_SWITCH_OUT, TID, 1000);
+
+	track_switch(s, q);
+	assert_int_equal(hashmap__count(s->pending_outs), 1);
+	capture_waiting(s);
+	assert_ptr_equal(s->pending_outs, notes);
+	assert_int_equal(hashmap__count(s->pending_outs), 0);
+	track_switch(s, q);
+	assert_int_equal(hashmap__count(s->pending_outs), 1);
+	qrec_free(q);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_offcpu__blocked_wait_is_paired, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_offcpu__preemption, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offcpu__unpaired_switch_in, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offcpu__threads_apart, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offcpu__waits_for_the_watermark, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_offcpu__stop_closes_waits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offcpu__switch_notes_survive_a_drain, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests_name("offcpu", tests, NULL, NULL);
+}
