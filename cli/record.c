@@ -48,12 +48,12 @@ static uint64_t name_key(uint32_t pid, uint32_t tid)
 	return (uint64_t)pid << 32 | tid;
 }
 
-static const char *known_name(struct session *s, uint32_t pid, uint32_t tid)
+const char *session__name(struct session *s, uint32_t pid, uint32_t tid)
 {
 	return hashmap__get(s->names, name_key(pid, tid));
 }
 
-static void set_name(struct session *s, uint32_t pid, uint32_t tid, const char *name)
+void session__set_name(struct session *s, uint32_t pid, uint32_t tid, const char *name)
 {
 	char *copy = strdup(name);
 
@@ -76,11 +76,11 @@ static void name_process(struct session *s, const struct sampler_rec *r, const c
 	char cmdline[1024];
 
 	if (r->cmdline)
-		set_name(s, r->pid, 0, r->cmdline);
+		session__set_name(s, r->pid, 0, r->cmdline);
 	else if (!sampler_read_cmdline((pid_t)r->pid, cmdline, sizeof(cmdline)))
-		set_name(s, r->pid, 0, cmdline);
+		session__set_name(s, r->pid, 0, cmdline);
 	else if (fallback)
-		set_name(s, r->pid, 0, fallback);
+		session__set_name(s, r->pid, 0, fallback);
 }
 
 struct last_stack {
@@ -172,15 +172,16 @@ static void on_fork(struct session *s, const struct sampler_rec *r)
 
 	symbolizer__track(s->sym, r);
 	if (!process) {
-		parent_name = known_name(s, r->pid, r->fork.ptid);
-		if (parent_name)
-			set_name(s, r->pid, r->tid, parent_name);
+		/* A new thread inherits its creator's comm, not its Python name. */
+		parent_name = session__name(s, r->pid, r->fork.ptid);
+		if (parent_name && !pynames__named(s, r->pid, r->fork.ptid))
+			session__set_name(s, r->pid, r->tid, parent_name);
 		return;
 	}
-	name_process(s, r, known_name(s, r->fork.ppid, 0));
-	parent_name = known_name(s, r->fork.ppid, r->fork.ptid);
-	if (parent_name && !known_name(s, r->pid, r->tid))
-		set_name(s, r->pid, r->tid, parent_name);
+	name_process(s, r, session__name(s, r->fork.ppid, 0));
+	parent_name = session__name(s, r->fork.ppid, r->fork.ptid);
+	if (parent_name && !session__name(s, r->pid, r->tid))
+		session__set_name(s, r->pid, r->tid, parent_name);
 	if (!r->synthetic) {
 		struct trace_event ev = { TRACE_EVENT_FORK, r->fork.ppid, r->fork.ptid,
 					  r->time_ns,	    r->pid,	  NULL };
@@ -227,30 +228,33 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 	switch (r->kind) {
 	case SREC_SAMPLE:
 	case SREC_OFF_CPU:
+		pynames__observe(s, r);
 		observe(s, r);
 		break;
 	case SREC_FORK:
 		on_fork(s, r);
 		break;
 	case SREC_EXEC:
+		pynames__gone(s, r->pid); /* another program: other addresses, if Python */
 		symbolizer__track(s->sym, r);
 		/*
 		 * The command line as read when the exec was drained, else the program's comm:
 		 * reading /proc now could find a later exec's program.
 		 */
-		set_name(s, r->pid, 0, r->cmdline ? r->cmdline : r->comm.comm);
-		set_name(s, r->pid, r->tid, r->comm.comm);
+		session__set_name(s, r->pid, 0, r->cmdline ? r->cmdline : r->comm.comm);
+		session__set_name(s, r->pid, r->tid, r->comm.comm);
 		ev.kind = TRACE_EVENT_EXEC;
-		ev.text = known_name(s, r->pid, 0);
+		ev.text = session__name(s, r->pid, 0);
 		trace__event(s->trace, &ev);
 		break;
 	case SREC_COMM:
-		set_name(s, r->pid, r->tid, r->comm.comm);
+		session__set_name(s, r->pid, r->tid, r->comm.comm);
 		break;
 	case SREC_EXIT:
 		free(hashmap__remove(s->last_stacks, r->tid));
 		trace__end_thread(s->trace, r->pid, r->tid, r->time_ns);
 		if (r->exit.last_in_process) {
+			pynames__gone(s, r->pid);
 			ev.kind = TRACE_EVENT_EXIT;
 			/* Known when the kernel sent it: a reaped process's is gone from /proc. */
 			ev.value =
@@ -321,6 +325,7 @@ static void record_loop(struct session *s)
 		if (caught_up && sampler__poll(s->sampler, 10) < 0)
 			break;
 		caught_up = drain(s, sampler_now_ns() + DRAIN_SLICE_NS);
+		pynames__tick(s, sampler_now_ns());
 		session__show_progress(s, false);
 		if (sampler__done(s->sampler) || sampler_now_ns() >= deadline)
 			break;
@@ -451,7 +456,7 @@ static int start_sampler(struct session *s, const struct sampler_creds *creds, p
 			snprintf(joined + len, sizeof(joined) - len, "%s%s", i ? " " : "",
 				 o->argv[i]);
 		}
-		set_name(s, (uint32_t)sampler__child(s->sampler), 0, joined);
+		session__set_name(s, (uint32_t)sampler__child(s->sampler), 0, joined);
 	}
 	return 0;
 }
@@ -512,6 +517,7 @@ int cli_record(const struct cli_opts *o)
 		session__default_output(o, s->output, sizeof(s->output));
 	s->names = hashmap__new();
 	s->last_stacks = hashmap__new();
+	s->pynames = hashmap__new();
 	s->frames = frame_table__new();
 	s->sym = s->frames ? symbolizer__new(&sym_opts, s->frames) : NULL;
 	if (!s->names || !s->last_stacks || !s->sym)
@@ -552,6 +558,7 @@ out_free:
 	trace_summary__free(s->summary);
 	hashmap__free_all(s->names, free);
 	hashmap__free_all(s->last_stacks, free);
+	pynames__free_all(s);
 	free(s);
 	return status;
 }

@@ -23,6 +23,7 @@ struct session {
 	char output[4096];
 	struct hashmap *names;	     /* pid and (pid << 32 | tid) -> malloc'd name */
 	struct hashmap *last_stacks; /* tid -> struct last_stack: for waits with no stack */
+	struct hashmap *pynames;     /* pid -> Python's names for it, read now and then */
 	struct trace_frame stack[MAX_FRAMES];
 	uint64_t started_ns, last_progress_ns;
 	bool child_reaped; /* the launched command, reaped when its exit was seen */
@@ -36,6 +37,21 @@ struct session {
 	bool had_output;	  /* -o named an existing file (--force) ... */
 	struct stat old_output;	  /* ... this one */
 };
+
+/* The name the trace gives a process (@tid 0) or thread, or NULL; setting it. */
+const char *session__name(struct session *s, uint32_t pid, uint32_t tid);
+void session__set_name(struct session *s, uint32_t pid, uint32_t tid, const char *name);
+
+/*
+ * Python's own names (cli/pynames.c): threading's thread names and multiprocessing's
+ * process name, read from outside as records of a Python process go out.
+ */
+void pynames__observe(struct session *s, const struct sampler_rec *r);
+void pynames__tick(struct session *s, uint64_t now_ns); /* reads again what is due */
+void pynames__gone(struct session *s, uint32_t pid);
+/* Whether @tid's name is Python's: not one a new thread inherits, as it does a comm. */
+bool pynames__named(struct session *s, uint32_t pid, uint32_t tid);
+void pynames__free_all(struct session *s);
 
 /* A file name from the command and the time that names no existing file. */
 void session__default_output(const struct cli_opts *o, char *buf, size_t size);

@@ -53,7 +53,7 @@ int cpython_thread_names(struct cpython_process *p, const struct cpython_mem *me
 {
 	struct cpython_mem own = { cpython_read_process, &p->pid };
 	struct cpython_dict_item *active = NULL;
-	uint64_t active_dict, *idents = NULL;
+	uint64_t active_dict, *idents = NULL, *thread_idents = NULL;
 	size_t n = 0, i, t;
 	int nactive, err;
 
@@ -81,18 +81,37 @@ int cpython_thread_names(struct cpython_process *p, const struct cpython_mem *me
 		if (cpython_read_ulong(&p->layout, mem, active[i].key, &idents[i]))
 			idents[i] = 0;
 	}
+	thread_idents = calloc(p->nthreads ? p->nthreads : 1, sizeof(*thread_idents));
+	if (!thread_idents) {
+		err = -ENOMEM;
+		goto out_free;
+	}
+	for (t = 0; t < p->nthreads; t++) {
+		if (mem->read(mem->ctx, p->threads[t].tstate + p->layout.tstate_thread_id,
+			      &thread_idents[t], 8))
+			thread_idents[t] = UINT64_MAX;
+	}
 	for (t = 0; t < p->nthreads && n < max; t++) {
 		struct cpython_thread_name *o = &out[n];
-		uint64_t ident;
+		uint64_t ident = thread_idents[t];
+		size_t u;
 
 		memset(o, 0, sizeof(*o));
 		o->tid = p->threads[t].tid;
 		o->err = -ENOENT;
-		if (mem->read(mem->ctx, p->threads[t].tstate + p->layout.tstate_thread_id, &ident,
-			      8)) {
+		if (ident == UINT64_MAX) {
 			o->err = -EFAULT;
 			n++;
 			continue;
+		}
+		/*
+		 * A thread state made for a thread that has not started yet can hold its
+		 * creator's ident (3.8-3.10 set it so until the new thread runs) or a freed
+		 * state's: an ident two states share names neither.
+		 */
+		for (u = 0; u < p->nthreads; u++) {
+			if (u != t && thread_idents[u] == ident)
+				ident = 0;
 		}
 		for (i = 0; i < (size_t)nactive && ident; i++) {
 			if (idents[i] == ident) {
@@ -107,6 +126,7 @@ int cpython_thread_names(struct cpython_process *p, const struct cpython_mem *me
 out_free:
 	free(active);
 	free(idents);
+	free(thread_idents);
 	return err;
 }
 

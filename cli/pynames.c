@@ -1,0 +1,164 @@
+/*
+ * Python's own names for what the trace shows: a thread's threading.Thread.name
+ * ("crunch-1", "Thread-3 (_handle_results)") and a process's multiprocessing name
+ * ("ForkPoolWorker-2"), read from outside when the first record of a Python process
+ * goes out, then again every PYNAMES_REFRESH_NS while the recording goes on, so that
+ * a name set after start is followed (a worker blocked for long still gets read): more
+ * often in a process's first second, where a pool worker forked with its parent's
+ * names ("MainProcess") renames itself as it starts.
+ *
+ * The reads use a copy of the sampler's view of the interpreter (same addresses,
+ * cpython_process__fork()), so nothing here shares state with the drainer thread.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hashmap.h"
+#include "session.h"
+
+#define PYNAMES_REFRESH_NS 500000000ULL
+#define PYNAMES_YOUNG_REFRESH_NS 100000000ULL
+#define PYNAMES_YOUNG_NS 1000000000ULL
+#define PYNAMES_MAX_THREADS 256
+
+struct pynames_proc {
+	struct cpython_process *python; /* our own copy */
+	const void *from;		/* of the sampler's, compared only: exec'd since? */
+	uint64_t first_ns, read_ns;	/* first seen, last read */
+	struct hashmap *named;		/* tids we gave a Python name */
+	char *base;			/* the process's name before we added to it */
+	char *shown;			/* what we last set it to */
+};
+
+static void proc_free(void *value)
+{
+	struct pynames_proc *p = value;
+
+	if (!p)
+		return;
+	cpython_process__put(p->python);
+	hashmap__free(p->named);
+	free(p->base);
+	free(p->shown);
+	free(p);
+}
+
+/* "ForkPoolWorker-2: python3 pool.py": the multiprocessing name, then the old name. */
+static void name_process(struct session *s, struct pynames_proc *p, uint32_t pid)
+{
+	const char *now = session__name(s, pid, 0);
+	char mp[CPYTHON_NAME_MAX], *label;
+
+	if (cpython_process_name(p->python, NULL, mp, sizeof(mp)))
+		return;
+	/* The name changed under us (an exec, a late command line): it is the new base. */
+	if (now && (!p->shown || strcmp(now, p->shown))) {
+		free(p->base);
+		p->base = strdup(now);
+	}
+	if (asprintf(&label, "%s: %s", mp, p->base ? p->base : "?") < 0)
+		return;
+	if (!now || strcmp(now, label))
+		session__set_name(s, pid, 0, label);
+	free(p->shown);
+	p->shown = label;
+}
+
+static void name_threads(struct session *s, struct pynames_proc *p, uint32_t pid)
+{
+	struct cpython_thread_name *names = calloc(PYNAMES_MAX_THREADS, sizeof(*names));
+	int n, i;
+
+	if (!names)
+		return;
+	n = cpython_thread_names(p->python, NULL, names, PYNAMES_MAX_THREADS);
+	for (i = 0; i < n; i++) {
+		const char *now;
+
+		if (names[i].err || !names[i].tid || !names[i].name[0])
+			continue;
+		/*
+		 * The main thread is the process's first: a state read while a new thread
+		 * starts can still hold the main thread's ident (seen on 3.10 and 3.13).
+		 */
+		if (names[i].tid != pid && !strcmp(names[i].name, "MainThread"))
+			continue;
+		now = session__name(s, pid, names[i].tid);
+		if (!now || strcmp(now, names[i].name))
+			session__set_name(s, pid, names[i].tid, names[i].name);
+		if (p->named)
+			hashmap__set(p->named, names[i].tid, p);
+	}
+	free(names);
+}
+
+void pynames__gone(struct session *s, uint32_t pid)
+{
+	if (s->pynames)
+		proc_free(hashmap__remove(s->pynames, pid));
+}
+
+/* Reads the names of @p's process now. */
+static void read_names(struct session *s, struct pynames_proc *p, uint32_t pid, uint64_t now_ns)
+{
+	p->read_ns = now_ns;
+	name_threads(s, p, pid);
+	name_process(s, p, pid);
+}
+
+void pynames__observe(struct session *s, const struct sampler_rec *r)
+{
+	struct cpython_process *python = r->sample.python;
+	struct pynames_proc *p;
+
+	if (!python || !s->pynames)
+		return;
+	p = hashmap__get(s->pynames, r->pid);
+	if (p && p->from == python)
+		return;
+	/* New, or the sampler found the process's interpreter anew (an exec): start over. */
+	pynames__gone(s, r->pid);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return;
+	p->python = cpython_process__fork(python, (pid_t)r->pid);
+	p->from = python;
+	p->named = hashmap__new();
+	if (!p->python || !p->named || hashmap__set(s->pynames, r->pid, p)) {
+		proc_free(p);
+		return;
+	}
+	p->first_ns = sampler_now_ns();
+	read_names(s, p, r->pid, p->first_ns);
+}
+
+bool pynames__named(struct session *s, uint32_t pid, uint32_t tid)
+{
+	struct pynames_proc *p = s->pynames ? hashmap__get(s->pynames, pid) : NULL;
+
+	return p && hashmap__get(p->named, tid);
+}
+
+void pynames__tick(struct session *s, uint64_t now_ns)
+{
+	size_t cursor = 0;
+	uint64_t pid;
+	void *value;
+
+	while (s->pynames && hashmap__next(s->pynames, &cursor, &pid, &value)) {
+		struct pynames_proc *p = value;
+		uint64_t every = now_ns < p->first_ns + PYNAMES_YOUNG_NS ? PYNAMES_YOUNG_REFRESH_NS
+									 : PYNAMES_REFRESH_NS;
+
+		if (now_ns >= p->read_ns + every)
+			read_names(s, p, (uint32_t)pid, now_ns);
+	}
+}
+
+void pynames__free_all(struct session *s)
+{
+	hashmap__free_all(s->pynames, proc_free);
+	s->pynames = NULL;
+}

@@ -1,0 +1,66 @@
+"""Names in the trace as Python gives them: threading's thread names (three named
+threads, one renamed after it started, a Pool's helper threads) and multiprocessing's
+process names (the Pool's workers, fork and spawn), on every interpreter. The fixture
+(tests/fixtures/py_names.py) writes its own view of both."""
+import json
+import os
+import subprocess
+import tempfile
+import time
+import unittest
+
+from pythons import interpreters
+from tracefile import ROOT, TOOL, Trace
+
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_names.py")
+
+
+def record_names(python, method, d):
+    out, view_path = os.path.join(d, "t.json"), os.path.join(d, "view.json")
+    tool = subprocess.Popen([TOOL, "-q", "-o", out, "--", python, FIXTURE, view_path, method],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 90
+        while not os.path.exists(view_path) and time.time() < deadline and tool.poll() is None:
+            time.sleep(0.05)
+        # The spinner keeps records coming: the names are read again every 0.5 s.
+        time.sleep(1.2)
+    finally:
+        tool.stdin.close()
+        tool.wait(timeout=120)
+        err = tool.stderr.read()
+        tool.stderr.close()
+    with open(view_path, encoding="utf-8") as f:
+        view = json.load(f)
+    return tool.returncode, err, Trace(out), view
+
+
+def make_test(python, method):
+    def test(self):
+        with tempfile.TemporaryDirectory() as d:
+            status, err, trace, view = record_names(python, method, d)
+        self.assertEqual(status, 0, err)
+        pid = view["pid"]
+        names = {e["tid"]: e["args"]["name"] for e in trace.events
+                 if e.get("ph") == "M" and e["name"] == "thread_name" and e["pid"] == pid}
+        for tid, name in view["threads"].items():
+            self.assertEqual(names.get(int(tid)), name, (tid, names))
+        self.assertTrue(trace.process_names[pid].startswith(view["process"] + ": "),
+                        trace.process_names[pid])
+        for wpid, name in view["workers"].items():
+            self.assertTrue(trace.process_names[int(wpid)].startswith(name + ": "),
+                            (name, trace.process_names[int(wpid)]))
+    return test
+
+
+class TraceNames(unittest.TestCase):
+    pass
+
+
+for _label, _python in interpreters():
+    for _method in ("fork", "spawn"):
+        setattr(TraceNames, "test_%s_%s" % (_method, _label), make_test(_python, _method))
+
+
+if __name__ == "__main__":
+    unittest.main()
