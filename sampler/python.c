@@ -142,154 +142,201 @@ static void retry_unread(struct sampler *s, uint32_t pid, uint64_t time)
 	}
 }
 
+/* The pid and tid at the start of a fork, exit, comm or mmap record. */
+static void record_ids(const struct qrec *q, uint32_t ids[2])
+{
+	memcpy(ids, q->data + sizeof(struct perf_event_header), 8);
+}
+
+/* The pid and tid of the sample_id trailer every record ends with. */
+static void trailer_ids(const struct qrec *q, uint32_t ids[2])
+{
+	memcpy(ids, q->data + q->size - 32, 8);
+}
+
+/* An executable mapping of libpython or python: the process runs CPython from now on. */
+static void track_mmap(struct sampler *s, struct qrec *q)
+{
+	const uint8_t *p = q->data + sizeof(struct perf_event_header);
+	const char *path = (const char *)p + 64;
+	uint64_t start, pgoff, runtime;
+	struct cpython_process *proc;
+	unsigned minor;
+	uint32_t ids[2];
+
+	if (q->size < sizeof(struct perf_event_header) + 64 + 33)
+		return;
+	record_ids(q, ids);
+	q->data[q->size - 33] = '\0';
+	memcpy(&start, p + 8, 8);
+	memcpy(&pgoff, p + 24, 8);
+	if (cpython_locate(path, start, pgoff, &runtime, &minor))
+		return;
+	proc = cpython_process__new((pid_t)ids[0], runtime, minor);
+	set_python(s, ids[0], proc, q->time);
+	free(hashmap__remove(s->unread_runtimes, ids[0]));
+	if (!proc)
+		remember_unread(s, ids[0], runtime, minor);
+}
+
+/* A fork of a CPython process: the child runs a copy of it. */
+static void track_fork(struct sampler *s, struct qrec *q)
+{
+	const uint8_t *p = q->data + sizeof(struct perf_event_header);
+	struct cpython_process *parent;
+	uint32_t ids[2], ppid, tid, ptid;
+	size_t i;
+
+	record_ids(q, ids);
+	memcpy(&ppid, p + 4, 4);
+	parent = hashmap__get(s->pythons, ppid);
+	/*
+	 * A fork is written on the parent's CPU, the child's exec and mmaps on
+	 * another: drained later, it must not replace what the child's own new
+	 * image already told (a runtime found in a mapping always wins).
+	 */
+	if (ppid == ids[0] || !parent || hashmap__get(s->pythons, ids[0]))
+		return;
+	set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]), q->time);
+	/* The child is a copy of the forking thread: same thread state address. */
+	memcpy(&tid, p + 8, 4);
+	memcpy(&ptid, p + 12, 4);
+	for (i = 0; s->bpf && i < parent->nthreads; i++) {
+		if (parent->threads[i].tid == ptid)
+			bpf_reader__set_thread(s->bpf, tid, parent->threads[i].tstate);
+	}
+}
+
+/*
+ * An exec drops the old image's runtime, but not one its own new image mapped later:
+ * that mapping may have run on another CPU and been drained first.
+ */
+static void track_exec(struct sampler *s, struct qrec *q)
+{
+	struct cpython_process *known;
+	uint32_t ids[2];
+
+	record_ids(q, ids);
+	known = hashmap__get(s->pythons, ids[0]);
+	if (known && known->since_ns > q->time)
+		return;
+	set_python(s, ids[0], NULL, 0);
+	free(hashmap__remove(s->unread_runtimes, ids[0]));
+	/* The thread that exec'd (now the only one) had a state in the old image. */
+	if (s->bpf) {
+		bpf_reader__forget_thread(s->bpf, ids[0]);
+		bpf_reader__forget_thread(s->bpf, ids[1]);
+	}
+}
+
+/* A switch-in: a stack read while the thread waited held until it ran again, now. */
+static void track_switch_in(struct sampler *s, struct qrec *q)
+{
+	struct task_state *t;
+	uint32_t ids[2];
+
+	trailer_ids(q, ids);
+	t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
+	if (t && t->last_py && t->last_py->exact && !t->last_py->extended &&
+	    q->time > t->last_py->at_ns) {
+		t->last_py->at_ns = q->time; /* only this wait's end, not later ones */
+		t->last_py->extended = true;
+	}
+	if (t && !t->chain_start)
+		t->chain_start = q->time;
+}
+
+/* A switch-out: the stack it waits with, read by the kernel right then, else a guess. */
+static void track_switch_out(struct sampler *s, struct qrec *q)
+{
+	struct task_state *t;
+	uint32_t ids[2];
+
+	trailer_ids(q, ids);
+	t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
+	q->py = t ? take_kernel_out(t, q->time) : NULL;
+	if (t && !q->py && s->bpf) {
+		s->stats.kernel_switch_misses++;
+		pr_debug("switch-out of %u at %" PRIu64 " without the kernel's stack (%u "
+			 "queued, first at %" PRIu64 ")",
+			 ids[1], q->time, t->kernel_outs.count,
+			 t->kernel_outs.count ? t->kernel_outs.items[t->kernel_outs.head]->at_ns
+					      : 0);
+	}
+	if (q->py) {
+		py_stack_free(t->last_py);
+		t->last_py = py_stack_copy(q->py);
+		note_after_resume(t, q->py);
+	} else if (t && guess_fits(s, t, t->last_py, q->time)) {
+		q->py = py_stack_copy(t->last_py);
+	}
+}
+
+/* A sample of a CPython process: its Python frames, read now unless the kernel did. */
+static void track_sample(struct sampler *s, struct qrec *q)
+{
+	const uint8_t *p = q->data + sizeof(struct perf_event_header);
+	struct task_state *t;
+	uint32_t ids[2];
+	uint64_t id;
+
+	/* Samples carry pid, tid after the identifier. */
+	memcpy(&id, p, 8);
+	memcpy(ids, p + 8, 8);
+	retry_unread(s, ids[0], q->time);
+	if (!hashmap__get(s->pythons, ids[0]) ||
+	    (enum event_role)(uintptr_t)hashmap__get(s->roles, id) != ROLE_CLOCK)
+		return;
+	t = task_get(s, ids[0], ids[1], true);
+	if (!q->py)
+		q->py = walk_python(s, ids[0], ids[1], false, q->time);
+	if (!t)
+		return;
+	if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s) && t->last_py &&
+	    t->last_py->at_ns <= q->time && t->last_py->proc == q->py->proc) {
+		/*
+		 * Read well after the sample (a busy machine): the thread may have
+		 * moved on. What it had both before the sample and when read held
+		 * at the sample; keep that.
+		 */
+		keep_common_root(q->py, t->last_py);
+		s->stats.late_walks++;
+	}
+	if (q->py && !q->py->n) {
+		py_stack_free(q->py);
+		q->py = NULL;
+	}
+	if (q->py) {
+		py_stack_free(t->last_py);
+		t->last_py = py_stack_copy(q->py);
+		note_after_resume(t, q->py);
+	} else if (guess_fits(s, t, t->last_py, q->time)) {
+		/* Gone by the time we looked (it left Python, or exited): its latest. */
+		q->py = py_stack_copy(t->last_py);
+	}
+}
+
 /*
  * Follows which processes run CPython as records are drained: a libpython or python
- * mapping makes one (replacing any), fork copies it, exec drops it. Samples of such processes get
- * their Python frames read right away, as close to the sample as we can get.
+ * mapping makes one (replacing any), fork copies it, exec drops it. Samples of such
+ * processes get their Python frames read right away, as close to the sample as we can.
  */
 void track_python(struct sampler *s, struct qrec *q)
 {
 	const struct perf_event_header *hdr = (const void *)q->data;
-	const uint8_t *p = q->data + sizeof(*hdr);
-	uint32_t ids[2];
 
 	if (q->size < sizeof(*hdr) + 32)
 		return; /* every record has at least the sample_id trailer */
-	memcpy(ids, p, 8);
-	if (hdr->type == PERF_RECORD_MMAP2 && !(hdr->misc & PERF_RECORD_MISC_MMAP_DATA)) {
-		uint64_t start, pgoff, runtime;
-		unsigned minor;
-		const char *path = (const char *)q->data + sizeof(*hdr) + 64;
-
-		if (q->size < sizeof(*hdr) + 64 + 33)
-			return;
-		q->data[q->size - 33] = '\0';
-		memcpy(&start, p + 8, 8);
-		memcpy(&pgoff, p + 24, 8);
-		if (!cpython_locate(path, start, pgoff, &runtime, &minor)) {
-			struct cpython_process *proc =
-				cpython_process__new((pid_t)ids[0], runtime, minor);
-
-			set_python(s, ids[0], proc, q->time);
-			free(hashmap__remove(s->unread_runtimes, ids[0]));
-			if (!proc)
-				remember_unread(s, ids[0], runtime, minor);
-		}
-	} else if (hdr->type == PERF_RECORD_FORK) {
-		uint32_t ppid;
-		struct cpython_process *parent;
-
-		memcpy(&ppid, p + 4, 4);
-		parent = hashmap__get(s->pythons, ppid);
-		/*
-		 * A fork is written on the parent's CPU, the child's exec and mmaps on
-		 * another: drained later, it must not replace what the child's own new
-		 * image already told (a runtime found in a mapping always wins).
-		 */
-		if (ppid != ids[0] && parent && !hashmap__get(s->pythons, ids[0])) {
-			uint32_t tid, ptid;
-			size_t i;
-
-			set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]),
-				   q->time);
-			/* The child is a copy of the forking thread: same thread state address. */
-			memcpy(&tid, p + 8, 4);
-			memcpy(&ptid, p + 12, 4);
-			for (i = 0; s->bpf && i < parent->nthreads; i++) {
-				if (parent->threads[i].tid == ptid)
-					bpf_reader__set_thread(s->bpf, tid,
-							       parent->threads[i].tstate);
-			}
-		}
-	} else if (hdr->type == PERF_RECORD_COMM && (hdr->misc & PERF_RECORD_MISC_COMM_EXEC)) {
-		struct cpython_process *known = hashmap__get(s->pythons, ids[0]);
-
-		/*
-		 * An exec drops the old image's runtime, but not one its own new image mapped
-		 * later: that mapping may have run on another CPU and been drained first.
-		 */
-		if (known && known->since_ns > q->time)
-			return;
-		set_python(s, ids[0], NULL, 0);
-		free(hashmap__remove(s->unread_runtimes, ids[0]));
-		/* The thread that exec'd (now the only one) had a state in the old image. */
-		if (s->bpf) {
-			bpf_reader__forget_thread(s->bpf, ids[0]);
-			bpf_reader__forget_thread(s->bpf, ids[1]);
-		}
-	} else if (hdr->type == PERF_RECORD_SWITCH && !(hdr->misc & PERF_RECORD_MISC_SWITCH_OUT)) {
-		struct task_state *t;
-
-		/* A stack read while the thread waited held until it ran again: now. */
-		memcpy(ids, q->data + q->size - 32, 8);
-		t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
-		if (t && t->last_py && t->last_py->exact && !t->last_py->extended &&
-		    q->time > t->last_py->at_ns) {
-			t->last_py->at_ns = q->time; /* only this wait's end, not later ones */
-			t->last_py->extended = true;
-		}
-		if (t && !t->chain_start)
-			t->chain_start = q->time;
-	} else if (hdr->type == PERF_RECORD_SWITCH && (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT)) {
-		struct task_state *t;
-
-		/* The stack it waits with: read by the kernel right then, else a guess. */
-		memcpy(ids, q->data + q->size - 32, 8);
-		t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
-		q->py = t ? take_kernel_out(t, q->time) : NULL;
-		if (t && !q->py && s->bpf) {
-			s->stats.kernel_switch_misses++;
-			pr_debug("switch-out of %u at %" PRIu64 " without the kernel's stack (%u "
-				 "queued, first at %" PRIu64 ")",
-				 ids[1], q->time, t->kernel_outs.count,
-				 t->kernel_outs.count
-					 ? t->kernel_outs.items[t->kernel_outs.head]->at_ns
-					 : 0);
-		}
-		if (q->py) {
-			py_stack_free(t->last_py);
-			t->last_py = py_stack_copy(q->py);
-			note_after_resume(t, q->py);
-		} else if (t && guess_fits(s, t, t->last_py, q->time)) {
-			q->py = py_stack_copy(t->last_py);
-		}
-	} else if (hdr->type == PERF_RECORD_SAMPLE) {
-		uint64_t id;
-		struct task_state *t;
-
-		/* Samples carry pid, tid after the identifier. */
-		memcpy(&id, p, 8);
-		memcpy(ids, p + 8, 8);
-		retry_unread(s, ids[0], q->time);
-		if (!hashmap__get(s->pythons, ids[0]) ||
-		    (enum event_role)(uintptr_t)hashmap__get(s->roles, id) != ROLE_CLOCK)
-			return;
-		t = task_get(s, ids[0], ids[1], true);
-		if (!q->py)
-			q->py = walk_python(s, ids[0], ids[1], false, q->time);
-		if (!t)
-			return;
-		if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s) &&
-		    t->last_py && t->last_py->at_ns <= q->time && t->last_py->proc == q->py->proc) {
-			/*
-			 * Read well after the sample (a busy machine): the thread may have
-			 * moved on. What it had both before the sample and when read held
-			 * at the sample; keep that.
-			 */
-			keep_common_root(q->py, t->last_py);
-			s->stats.late_walks++;
-		}
-		if (q->py && !q->py->n) {
-			py_stack_free(q->py);
-			q->py = NULL;
-		}
-		if (q->py) {
-			py_stack_free(t->last_py);
-			t->last_py = py_stack_copy(q->py);
-			note_after_resume(t, q->py);
-		} else if (guess_fits(s, t, t->last_py, q->time)) {
-			/* Gone by the time we looked (it left Python, or exited): its latest. */
-			q->py = py_stack_copy(t->last_py);
-		}
-	}
+	if (hdr->type == PERF_RECORD_MMAP2 && !(hdr->misc & PERF_RECORD_MISC_MMAP_DATA))
+		track_mmap(s, q);
+	else if (hdr->type == PERF_RECORD_FORK)
+		track_fork(s, q);
+	else if (hdr->type == PERF_RECORD_COMM && (hdr->misc & PERF_RECORD_MISC_COMM_EXEC))
+		track_exec(s, q);
+	else if (hdr->type == PERF_RECORD_SWITCH && !(hdr->misc & PERF_RECORD_MISC_SWITCH_OUT))
+		track_switch_in(s, q);
+	else if (hdr->type == PERF_RECORD_SWITCH && (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT))
+		track_switch_out(s, q);
+	else if (hdr->type == PERF_RECORD_SAMPLE)
+		track_sample(s, q);
 }
