@@ -123,9 +123,10 @@ static void print_summary(struct session *s, int close_err, bool written,
 		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file) or in "
 				"Chrome DevTools > Performance > Load profile\n");
 	pr_info("symbolizer: %" PRIu64 " stacks, %" PRIu64 " frames, %" PRIu64 " unknown, %" PRIu64
-		" truncated, %" PRIu64 " modules, pc cache %" PRIu64 "/%" PRIu64,
+		" truncated, %" PRIu64 " modules of %" PRIu64 " ELF files, name cache %" PRIu64
+		"/%" PRIu64,
 		sy.stacks, sy.frames, sy.unknown_frames, sy.truncated_stacks, sy.modules_loaded,
-		sy.pc_cache_hits, sy.pc_cache_hits + sy.pc_cache_misses);
+		sy.images_opened, sy.pc_cache_hits, sy.pc_cache_hits + sy.pc_cache_misses);
 }
 
 static void note_losses(struct session *s)

@@ -1,32 +1,27 @@
 /*
  * Native stacks: per address space (shared copy-on-write by forked processes) a list of
- * executable mappings, a libdwfl session built from it, and a pc cache. Symbol tables
- * are sorted once per ELF file and shared by build-id across processes, because
- * dwfl_module_addrname scans linearly (~1 ms per deep sample here).
+ * executable mappings, each holding its ELF image (image.c), and a libdwfl session built
+ * from them for unwinding. The session borrows each image's Elf instead of opening the
+ * file again, and pcs are named by the image, once per file address for all processes.
  */
 #include "symbolize.h"
 
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../common/elf.h"
-#include "../common/hashmap.h"
 #include "../common/log.h"
 #include "internal.h"
 
 struct mapping {
 	uint64_t start, end, pgoff;
 	char *path;
-	uint8_t build_id[20];
-	uint8_t build_id_size;
+	struct image *image; /* a reference; NULL for what is not reported to libdw */
 };
 
 struct unwind_ctx {
@@ -42,22 +37,9 @@ struct addrspace {
 	pid_t pid;
 	struct mapping *maps;
 	size_t nmaps, capacity;
-	Dwfl *dwfl;
-	bool dwfl_stale;	  /* mappings changed in a way that needs a rebuild */
-	size_t maps_reported;	  /* maps[0..maps_reported) are in dwfl */
-	struct hashmap *pc_cache; /* adjusted pc -> (func << 32 | line) */
+	Dwfl *dwfl;	      /* NULL until needed, and after a mapping was replaced */
+	size_t maps_reported; /* maps[0..maps_reported) are in dwfl */
 	struct unwind_ctx ctx;
-};
-
-struct sym_entry {
-	uint64_t start, end; /* file addresses (before load bias) */
-	char *name;
-	uint32_t func; /* interned frame, 0 until first used */
-};
-
-struct symtab {
-	struct sym_entry *syms;
-	size_t count;
 };
 
 /* ---- address spaces ---- */
@@ -70,11 +52,6 @@ static struct addrspace *addrspace__new(pid_t pid)
 		return NULL;
 	as->refs = 1;
 	as->pid = pid;
-	as->pc_cache = hashmap__new();
-	if (!as->pc_cache) {
-		free(as);
-		return NULL;
-	}
 	return as;
 }
 
@@ -84,12 +61,14 @@ static void addrspace__put(struct addrspace *as)
 
 	if (!as || --as->refs > 0)
 		return;
+	/* The session's modules point at the images: end it first. */
 	if (as->dwfl)
 		dwfl_end(as->dwfl);
-	for (i = 0; i < as->nmaps; i++)
+	for (i = 0; i < as->nmaps; i++) {
 		free(as->maps[i].path);
+		image__put(as->maps[i].image);
+	}
 	free(as->maps);
-	hashmap__free(as->pc_cache);
 	free(as);
 }
 
@@ -111,21 +90,36 @@ static struct addrspace *addrspace__clone(const struct addrspace *src, pid_t pid
 		as->maps[i].path = strdup(src->maps[i].path);
 		if (!as->maps[i].path)
 			break;
+		if (as->maps[i].image)
+			image__get(as->maps[i].image);
 		as->nmaps++;
 	}
 	as->capacity = src->nmaps ? src->nmaps : 1;
-	as->dwfl_stale = true;
 	return as;
 }
 
+/* The image a mapping shows, or NULL when it is not a file libdw can read. */
+static struct image *mapping_image(struct symbolizer *sym, const struct sampler_rec *rec)
+{
+	const char *path = rec->mmap.path;
+
+	if (!strcmp(path, "[vdso]")) {
+		path = native_vdso_path(sym);
+		return path ? image_set__get(sym->images, path, NULL, 0) : NULL;
+	}
+	if (path[0] != '/' || strstr(path, " (deleted)"))
+		return NULL;
+	return image_set__get(sym->images, path, rec->mmap.build_id, rec->mmap.build_id_size);
+}
+
 /* Adds a mapping; one that overlaps older ones replaces them (and forces a rebuild). */
-static int addrspace__map(struct addrspace *as, const struct sampler_rec *rec)
+static int addrspace__map(struct symbolizer *sym, struct addrspace *as,
+			  const struct sampler_rec *rec)
 {
 	struct mapping m = {
 		.start = rec->mmap.start,
 		.end = rec->mmap.start + rec->mmap.len,
 		.pgoff = rec->mmap.pgoff,
-		.build_id_size = rec->mmap.build_id_size,
 	};
 	size_t i, kept = 0;
 
@@ -133,12 +127,13 @@ static int addrspace__map(struct addrspace *as, const struct sampler_rec *rec)
 		struct mapping *old = &as->maps[i];
 
 		if (old->start < m.end && m.start < old->end) {
+			/* The session may point at this image: end it before letting go. */
+			if (as->dwfl) {
+				dwfl_end(as->dwfl);
+				as->dwfl = NULL;
+			}
 			free(old->path);
-			as->dwfl_stale = true;
-			hashmap__free(as->pc_cache);
-			as->pc_cache = hashmap__new();
-			if (!as->pc_cache)
-				return -ENOMEM;
+			image__put(old->image);
 			continue;
 		}
 		as->maps[kept++] = *old;
@@ -153,13 +148,11 @@ static int addrspace__map(struct addrspace *as, const struct sampler_rec *rec)
 		as->maps = grown;
 		as->capacity = capacity;
 	}
-	memcpy(m.build_id, rec->mmap.build_id, m.build_id_size);
 	m.path = strdup(rec->mmap.path);
 	if (!m.path)
 		return -ENOMEM;
+	m.image = mapping_image(sym, rec);
 	as->maps[as->nmaps++] = m;
-	if (as->maps_reported > as->nmaps)
-		as->dwfl_stale = true;
 	return 0;
 }
 
@@ -219,13 +212,32 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 	.set_initial_registers = set_initial_registers,
 };
 
-static char *debuginfo_path;
+/*
+ * No debug files in a process's session: it only unwinds, with the CFI of the mapped
+ * files (.eh_frame, and .debug_frame when the file itself has it). Looking for them
+ * here would open and decompress them again per process; names and lines come from
+ * the image's own session, which does find them.
+ */
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+			char **debuginfo_file_name)
+{
+	(void)mod;
+	(void)userdata;
+	(void)modname;
+	(void)base;
+	(void)file_name;
+	(void)debuglink_file;
+	(void)debuglink_crc;
+	(void)debuginfo_file_name;
+	errno = ENOENT;
+	return -1;
+}
 
 static const Dwfl_Callbacks dwfl_callbacks = {
-	.find_elf = dwfl_build_id_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_elf = image_find_elf,
+	.find_debuginfo = no_debuginfo,
 	.section_address = dwfl_offline_section_address,
-	.debuginfo_path = &debuginfo_path,
 };
 
 static bool reported_already(const struct addrspace *as, size_t upto, const char *path)
@@ -279,30 +291,29 @@ const char *native_vdso_path(struct symbolizer *sym)
 	return sym->vdso_path;
 }
 
+/* Reports the first mapping of each file, placed where that mapping puts it. */
 static void report_mapping(struct symbolizer *sym, struct addrspace *as, size_t i)
 {
-	struct mapping m = as->maps[i];
-	uint64_t bias = 0;
-	bool is_exec = false;
-	const char *base;
+	const struct mapping *m = &as->maps[i];
+	const char *name = m->path;
+	uint64_t low, high;
+	Dwfl_Module *mod;
+	void **userdata;
 
-	if (!strcmp(m.path, "[vdso]") && !reported_already(as, i, m.path)) {
-		m.path = (char *)native_vdso_path(sym);
-		if (!m.path)
-			return;
-		base = "[vdso]";
-	} else if (m.path[0] != '/' || strstr(m.path, " (deleted)") ||
-		   reported_already(as, i, m.path)) {
+	if (!m->image || reported_already(as, i, m->path))
 		return;
-	} else {
-		base = strrchr(m.path, '/') + 1;
+	if (strcmp(name, "[vdso]"))
+		name = strrchr(name, '/') + 1;
+	if (image__place(m->image, m->start, m->pgoff, &low, &high))
+		return;
+	mod = dwfl_report_module(as->dwfl, name, low, high);
+	if (!mod) {
+		pr_debug("libdwfl refused %s: %s", m->path, dwfl_errmsg(-1));
+		return;
 	}
-	if (elf_load_bias(m.path, m.start, m.pgoff, &bias, &is_exec))
-		return;
-	if (dwfl_report_elf(as->dwfl, base, m.path, -1, is_exec ? 0 : bias, false))
-		sym->stats.modules_loaded++;
-	else
-		pr_debug("libdwfl refused %s: %s", m.path, dwfl_errmsg(-1));
+	dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+	*userdata = m->image;
+	sym->stats.modules_loaded++;
 }
 
 /* Makes as->dwfl match the mappings: incremental when only additions happened. */
@@ -310,12 +321,8 @@ static int addrspace__sync(struct symbolizer *sym, struct addrspace *as)
 {
 	size_t i;
 
-	if (as->dwfl && !as->dwfl_stale && as->maps_reported == as->nmaps)
+	if (as->dwfl && as->maps_reported == as->nmaps)
 		return 0;
-	if (as->dwfl && as->dwfl_stale) {
-		dwfl_end(as->dwfl);
-		as->dwfl = NULL;
-	}
 	if (!as->dwfl) {
 		as->dwfl = dwfl_begin(&dwfl_callbacks);
 		if (!as->dwfl)
@@ -331,156 +338,20 @@ static int addrspace__sync(struct symbolizer *sym, struct addrspace *as)
 	if (!as->maps_reported && dwfl_pid(as->dwfl) < 0)
 		dwfl_attach_state(as->dwfl, NULL, as->pid, &thread_callbacks, &as->ctx);
 	as->maps_reported = as->nmaps;
-	as->dwfl_stale = false;
 	return 0;
 }
 
-/* ---- symbol tables ---- */
-
-static int by_start(const void *a, const void *b)
-{
-	const struct sym_entry *x = a, *y = b;
-
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	return x->end > y->end ? -1 : x->end < y->end;
-}
-
-static uint64_t module_key(Dwfl_Module *mod)
-{
-	const unsigned char *bits;
-	GElf_Addr vaddr;
-	const char *file = NULL;
-	uint64_t h = 0xcbf29ce484222325ULL;
-	int n = dwfl_module_build_id(mod, &bits, &vaddr);
-
-	if (n <= 0) {
-		dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &file, NULL);
-		bits = (const unsigned char *)(file ? file : "?");
-		n = (int)strlen((const char *)bits);
-	}
-	while (n--) {
-		h ^= *bits++;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
-static struct symtab *symtab__build(Dwfl_Module *mod)
-{
-	struct symtab *tab = calloc(1, sizeof(*tab));
-	Dwarf_Addr bias = 0;
-	int n, i;
-
-	if (!tab)
-		return NULL;
-	dwfl_module_getelf(mod, &bias);
-	n = dwfl_module_getsymtab(mod);
-	tab->syms = calloc(n > 0 ? (size_t)n : 1, sizeof(*tab->syms));
-	if (!tab->syms) {
-		free(tab);
-		return NULL;
-	}
-	for (i = 1; i < n; i++) {
-		GElf_Sym s;
-		GElf_Addr addr;
-		GElf_Word shndx;
-		const char *name = dwfl_module_getsym_info(mod, i, &s, &addr, &shndx, NULL, NULL);
-		int type = GELF_ST_TYPE(s.st_info);
-		struct sym_entry *e;
-
-		if (!name || !*name || (type != STT_FUNC && type != STT_GNU_IFUNC) ||
-		    shndx == SHN_UNDEF)
-			continue;
-		e = &tab->syms[tab->count];
-		e->start = addr - bias;
-		e->end = e->start + s.st_size;
-		e->name = strdup(name);
-		if (e->name)
-			tab->count++;
-	}
-	qsort(tab->syms, tab->count, sizeof(*tab->syms), by_start);
-	/* Zero-sized symbols (assembly) run to the next symbol. */
-	for (i = 0; (size_t)i + 1 < tab->count; i++) {
-		if (tab->syms[i].end == tab->syms[i].start)
-			tab->syms[i].end = tab->syms[i + 1].start;
-	}
-	return tab;
-}
-
-void symtab__free(struct symtab *tab)
-{
-	size_t i;
-
-	if (!tab)
-		return;
-	for (i = 0; i < tab->count; i++)
-		free(tab->syms[i].name);
-	free(tab->syms);
-	free(tab);
-}
-
-static struct sym_entry *symtab__find(const struct symtab *tab, uint64_t addr)
-{
-	size_t lo = 0, hi = tab->count;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (tab->syms[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (!lo)
-		return NULL;
-	/* Prefer the enclosing symbol among several starting before @addr. */
-	for (hi = lo; hi-- > 0 && lo - hi <= 4;) {
-		if (addr < tab->syms[hi].end)
-			return &tab->syms[hi];
-	}
-	return NULL;
-}
-
-static struct symtab *symtab_for(struct symbolizer *sym, Dwfl_Module *mod)
-{
-	uint64_t key = module_key(mod);
-	struct symtab *tab = hashmap__get(sym->symtabs, key);
-
-	if (tab)
-		return tab;
-	tab = symtab__build(mod);
-	if (!tab)
-		return NULL;
-	if (hashmap__set(sym->symtabs, key, tab)) {
-		symtab__free(tab);
-		return NULL;
-	}
-	sym->stats.symtabs_built++;
-	return tab;
-}
-
 /* ---- naming a pc ---- */
-
-static const char *source_of(Dwfl_Module *mod, Dwarf_Addr pc, int *line)
-{
-	Dwfl_Line *l = dwfl_module_getsrc(mod, pc);
-
-	*line = 0;
-	return l ? dwfl_lineinfo(l, NULL, line, NULL, NULL, NULL) : NULL;
-}
 
 /* Interns the function containing @pc; *@line gets the line executing there. */
 static uint32_t name_pc(struct symbolizer *sym, struct addrspace *as, uint64_t pc, uint32_t *line)
 {
 	Dwfl_Module *mod = as->dwfl ? dwfl_addrmodule(as->dwfl, pc) : NULL;
 	struct frame_info info = { .kind = FRAME_NATIVE, .file = "" };
-	const char *modname = NULL, *file;
-	Dwarf_Addr bias = 0;
-	struct symtab *tab;
-	struct sym_entry *e;
-	char unknown[512];
-	int l;
+	Dwarf_Addr low = 0;
+	void **userdata;
+	uint32_t func;
+	bool unknown;
 
 	*line = 0;
 	if (!mod) {
@@ -488,50 +359,10 @@ static uint32_t name_pc(struct symbolizer *sym, struct addrspace *as, uint64_t p
 		info.name = "[unknown]";
 		return frame_table__intern(sym->frames, &info);
 	}
-	dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &modname, NULL);
-	if (modname && !strncmp(modname, "/proc/self/fd/", 14))
-		modname = "[vdso]";
-	dwfl_module_getelf(mod, &bias);
-	tab = symtab_for(sym, mod);
-	e = tab ? symtab__find(tab, pc - bias) : NULL;
-	file = source_of(mod, pc, &l);
-	*line = l > 0 ? (uint32_t)l : 0;
-	if (!e) {
-		sym->stats.unknown_frames++;
-		snprintf(unknown, sizeof(unknown), "[unknown] %s+0x%" PRIx64,
-			 modname ? strrchr(modname, '/') ? strrchr(modname, '/') + 1 : modname
-				 : "?",
-			 pc - bias);
-		info.name = unknown;
-		info.file = modname ? modname : "";
-		return frame_table__intern(sym->frames, &info);
-	}
-	if (!e->func) {
-		/* The function's own file and first line: the source of its entry address. */
-		file = source_of(mod, e->start + bias, &l);
-		info.name = e->name;
-		info.file = file ? file : (modname ? modname : "");
-		info.line = file && l > 0 ? (uint32_t)l : 0;
-		e->func = frame_table__intern(sym->frames, &info);
-	}
-	return e->func;
-}
-
-static uint32_t cached_name(struct symbolizer *sym, struct addrspace *as, uint64_t pc,
-			    uint32_t *line)
-{
-	uintptr_t packed = (uintptr_t)hashmap__get(as->pc_cache, pc);
-	uint32_t func;
-
-	if (packed) {
-		sym->stats.pc_cache_hits++;
-		*line = (uint32_t)packed;
-		return (uint32_t)(packed >> 32);
-	}
-	sym->stats.pc_cache_misses++;
-	func = name_pc(sym, as, pc, line);
-	if (func)
-		hashmap__set(as->pc_cache, pc, (void *)((uintptr_t)func << 32 | *line));
+	dwfl_module_info(mod, &userdata, &low, NULL, NULL, NULL, NULL, NULL);
+	func = image__name(*userdata, sym->frames, pc - image__bias(*userdata, low), line,
+			   &unknown);
+	sym->stats.unknown_frames += unknown;
 	return func;
 }
 
@@ -567,7 +398,8 @@ struct addrspace *native_addrspace_share(struct addrspace *as)
 	return as;
 }
 
-int native_map(struct addrspace **asp, pid_t pid, const struct sampler_rec *rec)
+int native_map(struct symbolizer *sym, struct addrspace **asp, pid_t pid,
+	       const struct sampler_rec *rec)
 {
 	struct addrspace *as = *asp;
 
@@ -580,7 +412,7 @@ int native_map(struct addrspace **asp, pid_t pid, const struct sampler_rec *rec)
 		*asp = as = own;
 	}
 	as->pid = pid;
-	return addrspace__map(as, rec);
+	return addrspace__map(sym, as, rec);
 }
 
 /*
@@ -619,7 +451,7 @@ int native_unwind(struct symbolizer *sym, struct addrspace *as, pid_t tid,
 		uint64_t pc = ctx->activation[i] ? ctx->pcs[i] : ctx->pcs[i] - 1;
 		uint32_t line;
 
-		frames[out].func = cached_name(sym, as, pc, &line);
+		frames[out].func = name_pc(sym, as, pc, &line);
 		frames[out].line = line;
 		frames[out].callsite = i + 1 < ctx->n ? ctx->pcs[i + 1] : 0;
 		if (!frames[out].func)

@@ -21,10 +21,10 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts, struct fr
 			? opts->max_native_frames
 			: SYMBOLIZE_MAX_NATIVE_FRAMES;
 	sym->processes = hashmap__new();
-	sym->symtabs = hashmap__new();
+	sym->images = image_set__new();
 	sym->scratch = calloc(SYMBOLIZE_MAX_NATIVE_FRAMES, sizeof(*sym->scratch));
 	sym->native = opts->native;
-	if (!sym->processes || !sym->symtabs || !sym->scratch) {
+	if (!sym->processes || !sym->images || !sym->scratch) {
 		symbolizer__free(sym);
 		errno = ENOMEM;
 		return NULL;
@@ -40,17 +40,13 @@ static void put_addrspace_value(void *as)
 	native_addrspace_put(as);
 }
 
-static void free_symtab_value(void *tab)
-{
-	symtab__free(tab);
-}
-
 void symbolizer__free(struct symbolizer *sym)
 {
 	if (!sym)
 		return;
+	/* The processes first: they hold references to the images. */
 	hashmap__free_all(sym->processes, put_addrspace_value);
-	hashmap__free_all(sym->symtabs, free_symtab_value);
+	image_set__free(sym->images);
 	free(sym->scratch);
 	kernel_syms__free(sym->kernel);
 	free(sym);
@@ -97,7 +93,7 @@ int symbolizer__track(struct symbolizer *sym, const struct sampler_rec *rec)
 		as = process_addrspace(sym, pid);
 		if (!as)
 			return -ENOMEM;
-		if (native_map(&as, pid, rec))
+		if (native_map(sym, &as, pid, rec))
 			return -ENOMEM;
 		return hashmap__set(sym->processes, (uint64_t)pid, as);
 	case SREC_EXIT:
@@ -369,5 +365,12 @@ uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_re
 
 void symbolizer__stats(const struct symbolizer *sym, struct symbolizer_stats *stats)
 {
+	struct image_stats images;
+
+	image_set__stats(sym->images, &images);
 	*stats = sym->stats;
+	stats->images_opened = images.opened;
+	stats->symtabs_built = images.symtabs;
+	stats->pc_cache_hits = images.name_hits;
+	stats->pc_cache_misses = images.name_misses;
 }

@@ -26,9 +26,10 @@ struct symbolizer_stats {
 	uint64_t unknown_frames;   /* pcs outside every known symbol */
 	uint64_t truncated_stacks; /* unwinding stopped before reaching a root frame */
 	uint64_t no_user_state;	   /* samples without user registers */
-	uint64_t modules_loaded;   /* ELF files reported to libdw */
-	uint64_t symtabs_built;	   /* distinct symbol tables (shared by build-id) */
-	uint64_t pc_cache_hits;
+	uint64_t modules_loaded;   /* modules reported to libdw (per process) */
+	uint64_t images_opened;	   /* ELF files opened, once each however many map them */
+	uint64_t symtabs_built;	   /* symbol tables built (one per image) */
+	uint64_t pc_cache_hits;	   /* file addresses named from an image's cache */
 	uint64_t pc_cache_misses;
 	uint64_t python_frames;		/* Python frames produced */
 	uint64_t python_unreadable;	/* code objects that could not be read */
