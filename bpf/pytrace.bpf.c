@@ -104,6 +104,7 @@ static __always_inline void event_start(struct pytrace_event *e, __u32 tgid, __u
 	e->pad = 0;
 	e->user_ip = e->user_sp = 0;
 	e->syscall = -1;
+	e->syscall_arg = 0;
 }
 
 static __u64 read_u64(__u64 addr, int *err)
@@ -276,8 +277,10 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 		 * In a system call, ax holds -ENOSYS until it returns and orig_ax its number;
 		 * an exception's error code also lands in orig_ax, hence the first test.
 		 */
-		if ((__s64)kernel_u64(regs, kernel_offsets.regs_ax) == -38)
+		if ((__s64)kernel_u64(regs, kernel_offsets.regs_ax) == -38) {
 			e->syscall = (__s64)kernel_u64(regs, kernel_offsets.regs_orig_ax);
+			e->syscall_arg = kernel_u64(regs, kernel_offsets.regs_di);
+		}
 	}
 	w.cfg = cfg;
 	w.e = e;

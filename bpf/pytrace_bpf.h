@@ -43,6 +43,8 @@ struct pytrace_kernel_offsets {
 	__u32 regs_ax;
 	__u32 regs_orig_ax;
 	__u32 task_exit_code; /* task_struct.exit_code */
+	__u32 regs_di;	      /* pt_regs.di: a system call's first argument */
+	__u32 pad;
 };
 
 /* One frame as read in the kernel; user space turns it into names and lines. */
@@ -74,12 +76,13 @@ struct pytrace_event {
 	__u32 pad;
 	/* The user registers perf records too: what joins a sample to perf's record of it. */
 	__u64 user_ip, user_sp;
-	__s64 syscall; /* switch-outs: the system call it waits in, or -1; exits: the exit
+	__s64 syscall;	   /* switch-outs: the system call it waits in, or -1; exits: the exit
 			  code as wait() reports it */
+	__u64 syscall_arg; /* switch-outs: the system call's first argument (a futex's) */
 	struct pytrace_raw_frame frames[PYTRACE_BPF_MAX_FRAMES];
 };
 
-#define PYTRACE_EVENT_HEADER_SIZE 56
+#define PYTRACE_EVENT_HEADER_SIZE 64
 
 enum pytrace_bpf_stat {
 	PYTRACE_STAT_EVENTS,	     /* events sent */

@@ -149,6 +149,13 @@ struct cpython_code_entry {
 struct cpython_codes; /* the cache: shared by a process and its forked children */
 
 /* A Python process: its runtime and layout, shared (refcounted) by whoever reads it. */
+struct cpython_gil_addrs {
+	uint64_t state;		      /* struct _gil_runtime_state */
+	uint64_t locked, last_holder; /* int, PyThreadState * */
+	uint64_t cond, mutex;	      /* pthread_cond_t, pthread_mutex_t */
+	uint64_t switch_cond;	      /* pthread_cond_t: a dropper waits for a taker here */
+};
+
 struct cpython_process {
 	int refs;
 	pid_t pid;
@@ -163,6 +170,10 @@ struct cpython_process {
 	uint64_t code_type;	     /* PyCode_Type's address, once seen */
 	uint64_t threads_generation; /* bumped each time the thread list is read */
 	uint64_t since_ns;	     /* the caller's: when it was found */
+	/* Where its GIL is (cpython_gil_addrs()), once a caller found it. */
+	struct cpython_gil_addrs gil;
+	bool gil_known;
+	uint64_t gil_tried_ns; /* the caller's clock */
 };
 
 struct cpython_thread {
@@ -316,12 +327,6 @@ int cpython_process_name(struct cpython_process *p, const struct cpython_mem *me
  * a wait on its condition variable (a futex inside @cond or @mutex) from other waits.
  * A field whose offset this version doesn't tell is 0.
  */
-struct cpython_gil_addrs {
-	uint64_t state;		      /* struct _gil_runtime_state */
-	uint64_t locked, last_holder; /* int, PyThreadState * */
-	uint64_t cond, mutex;	      /* pthread_cond_t, pthread_mutex_t */
-	uint64_t switch_cond;	      /* pthread_cond_t: a dropper waits for a taker here */
-};
 
 /* The main interpreter's GIL. 0, -ENOTSUP (unknown layout) or -errno. */
 int cpython_gil_addrs(struct cpython_process *p, const struct cpython_mem *mem,

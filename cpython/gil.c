@@ -86,8 +86,9 @@ enum cpython_gil_part cpython_gil_futex(const struct cpython_gil_addrs *gil, uin
 		return CPYTHON_GIL_COND;
 	if (gil->mutex && uaddr >= gil->mutex && uaddr < gil->mutex + sizeof(pthread_mutex_t))
 		return CPYTHON_GIL_MUTEX;
+	/* switch_mutex follows switch_cond in every version (3.8-3.14), guarding it. */
 	if (gil->switch_cond && uaddr >= gil->switch_cond &&
-	    uaddr < gil->switch_cond + sizeof(pthread_cond_t))
+	    uaddr < gil->switch_cond + sizeof(pthread_cond_t) + sizeof(pthread_mutex_t))
 		return CPYTHON_GIL_SWITCH;
 	return CPYTHON_GIL_NONE;
 }

@@ -76,7 +76,7 @@ uint8_t *read_stack(pid_t pid, uint64_t sp, uint64_t size, uint64_t *got)
  */
 static void note_blocked(struct sampler *s, struct task_state *t)
 {
-	uint64_t sp, pc;
+	uint64_t arg, sp, pc;
 	int64_t nr;
 	char state = procfs_task_state((pid_t)t->pid, (pid_t)t->tid);
 
@@ -94,9 +94,10 @@ static void note_blocked(struct sampler *s, struct task_state *t)
 			t->outside_py = NULL;
 		}
 	}
-	if (procfs_task_syscall((pid_t)t->pid, (pid_t)t->tid, &nr, &sp, &pc))
+	if (procfs_task_syscall((pid_t)t->pid, (pid_t)t->tid, &nr, &arg, &sp, &pc))
 		return;
 	t->outside_syscall = nr;
+	t->outside_syscall_arg = arg;
 	t->outside_regs[SREG_SP] = sp;
 	t->outside_regs[SREG_IP] = pc;
 	t->outside_stack =

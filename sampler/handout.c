@@ -77,6 +77,7 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 	}
 	out_rec(s, SREC_SAMPLE, v.pid, v.tid, v.cpu, v.time)->sample.stack = v.stack;
 	s->rec.sample.syscall = -1;
+	s->rec.sample.syscall_arg = 0;
 	if (q->py) {
 		resolve_codes(q->py);
 		s->stats.kernel_samples += q->py->kernel;

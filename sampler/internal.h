@@ -64,6 +64,7 @@ struct task_state {
 	 * it waits, so reading it with process_vm_readv is exact.
 	 */
 	int64_t outside_syscall;
+	uint64_t outside_syscall_arg;
 	uint64_t outside_regs[SREG_COUNT];
 	uint8_t *outside_stack;
 	uint64_t outside_stack_size;
@@ -95,6 +96,7 @@ struct py_stack {
 	bool exact;
 	uint64_t user_ip, user_sp; /* kernel samples: the user registers perf saw too */
 	int64_t syscall;	   /* kernel switch-outs: the system call it waits in, or -1 */
+	uint64_t syscall_arg;	   /* ... and its first argument */
 	uint32_t n;
 	struct cpython_code_entry **codes; /* resolved as the record goes out, under the lock */
 	struct cpython_frame frames[];
@@ -132,6 +134,7 @@ struct outside_capture {
 	uint64_t read_ns; /* when it was read: valid only if before the wait ended */
 	struct py_stack *py;
 	int64_t syscall;
+	uint64_t syscall_arg;
 	uint64_t regs[SREG_COUNT];
 	uint8_t *stack;
 	uint64_t stack_size;

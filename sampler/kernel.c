@@ -36,6 +36,7 @@ static struct py_stack *kernel_stack(struct sampler *s, struct cpython_process *
 	ps->user_ip = e->user_ip;
 	ps->user_sp = e->user_sp;
 	ps->syscall = e->syscall;
+	ps->syscall_arg = e->syscall_arg;
 	ps->n = (uint32_t)count;
 	memcpy(ps->frames, s->py_scratch, (size_t)count * sizeof(ps->frames[0]));
 	fresh_stack(s, ps);

@@ -270,6 +270,7 @@ static const struct kernel_field {
 	{ "pt_regs", { "sp" }, 8, offsetof(struct pytrace_kernel_offsets, regs_sp) },
 	{ "pt_regs", { "ax" }, 8, offsetof(struct pytrace_kernel_offsets, regs_ax) },
 	{ "pt_regs", { "orig_ax" }, 8, offsetof(struct pytrace_kernel_offsets, regs_orig_ax) },
+	{ "pt_regs", { "di" }, 8, offsetof(struct pytrace_kernel_offsets, regs_di) },
 };
 
 int kernel_layout__from_btf(const void *data, size_t size, struct pytrace_kernel_offsets *offsets)

@@ -102,7 +102,7 @@ void capture_waiting(struct sampler *s)
 		struct pending_out *p = value;
 		struct outside_capture *c;
 		struct task_state *t;
-		uint64_t sp, pc;
+		uint64_t arg, sp, pc;
 		int64_t nr;
 		char state;
 
@@ -113,7 +113,7 @@ void capture_waiting(struct sampler *s)
 			continue;
 		state = procfs_task_state((pid_t)p->pid, (pid_t)key);
 		if ((state != 'S' && state != 'D') ||
-		    procfs_task_syscall((pid_t)p->pid, (pid_t)key, &nr, &sp, &pc))
+		    procfs_task_syscall((pid_t)p->pid, (pid_t)key, &nr, &arg, &sp, &pc))
 			continue;
 		c = calloc(1, sizeof(*c));
 		if (!c)
@@ -121,6 +121,7 @@ void capture_waiting(struct sampler *s)
 		c->out_time = p->out_time;
 		c->read_ns = sampler_now_ns();
 		c->syscall = nr;
+		c->syscall_arg = arg;
 		c->regs[SREG_SP] = sp;
 		c->regs[SREG_IP] = pc;
 		if (!s->use_switch_event)
@@ -170,6 +171,7 @@ static void adopt_capture(struct sampler *s, struct task_state *t, uint64_t out_
 	}
 	free(t->outside_stack);
 	t->outside_syscall = c->syscall;
+	t->outside_syscall_arg = c->syscall_arg;
 	memcpy(t->outside_regs, c->regs, sizeof(c->regs));
 	t->outside_stack = c->stack;
 	t->outside_stack_size = c->stack_size;
@@ -197,6 +199,7 @@ const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, uint32_t 
 			t->outside_py = q->py; /* read by the kernel at the switch: exact */
 			t->outside_read_ns = 0;
 			t->outside_syscall = q->py->syscall;
+			t->outside_syscall_arg = q->py->syscall_arg;
 		} else {
 			t->out_py = q->py;
 		}

@@ -55,7 +55,8 @@ char procfs_task_state(pid_t pid, pid_t tid)
 	return p && p[1] == ' ' ? p[2] : 0;
 }
 
-int procfs_task_syscall(pid_t pid, pid_t tid, int64_t *nr, uint64_t *sp, uint64_t *pc)
+int procfs_task_syscall(pid_t pid, pid_t tid, int64_t *nr, uint64_t *arg, uint64_t *sp,
+			uint64_t *pc)
 {
 	char path[64], buf[256];
 	long long number;
@@ -69,6 +70,7 @@ int procfs_task_syscall(pid_t pid, pid_t tid, int64_t *nr, uint64_t *sp, uint64_
 		   &a[2], &a[3], &a[4], &a[5], &s, &p) != 9)
 		return -EAGAIN;
 	*nr = number;
+	*arg = a[0];
 	*sp = s;
 	*pc = p;
 	return 0;

@@ -19,8 +19,12 @@ pid_t procfs_ppid(pid_t pid);
 /* State letter of a thread ('R', 'S', 'D' ...), or 0 when unreadable. */
 char procfs_task_state(pid_t pid, pid_t tid);
 
-/* A thread's syscall from /proc/PID/task/TID/syscall: number, sp, pc. -errno when not in one. */
-int procfs_task_syscall(pid_t pid, pid_t tid, int64_t *nr, uint64_t *sp, uint64_t *pc);
+/*
+ * A thread's syscall from /proc/PID/task/TID/syscall: number, first argument, sp, pc.
+ * -errno when not in one.
+ */
+int procfs_task_syscall(pid_t pid, pid_t tid, int64_t *nr, uint64_t *arg, uint64_t *sp,
+			uint64_t *pc);
 
 /* Reads a file of /proc into @buf (NUL-terminated), trailing newline removed. */
 int procfs_read(const char *path, char *buf, size_t size);

@@ -89,6 +89,7 @@ struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool
 	ps->exact = exact;
 	ps->user_ip = ps->user_sp = 0;
 	ps->syscall = -1;
+	ps->syscall_arg = 0;
 	ps->n = (uint32_t)n;
 	memcpy(ps->frames, s->py_scratch, (size_t)n * sizeof(ps->frames[0]));
 	fresh_stack(s, ps);
@@ -246,6 +247,22 @@ static void track_switch_in(struct sampler *s, struct qrec *q)
 		t->chain_start = q->time;
 }
 
+/*
+ * Where a Python process's GIL is, read while it runs (a short-lived one is gone by
+ * the time its records are named): a wait on it is told from a lock wait by its address.
+ * Early in its life the interpreter may not be readable yet: tried again every 10 ms.
+ */
+static void find_gil(struct sampler *s, uint32_t pid, uint64_t time)
+{
+	struct cpython_process *proc = hashmap__get(s->pythons, pid);
+
+	if (!proc || proc->gil_known ||
+	    (proc->gil_tried_ns && time < proc->gil_tried_ns + 10000000))
+		return;
+	proc->gil_tried_ns = time;
+	proc->gil_known = !cpython_gil_addrs(proc, NULL, &proc->gil);
+}
+
 /* A switch-out: the stack it waits with, read by the kernel right then, else a guess. */
 static void track_switch_out(struct sampler *s, struct qrec *q)
 {
@@ -253,6 +270,7 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 	uint32_t ids[2];
 
 	trailer_ids(q, ids);
+	find_gil(s, ids[0], q->time);
 	t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
 	q->py = t ? take_kernel_out(t, q->time) : NULL;
 	if (t && !q->py && s->bpf) {

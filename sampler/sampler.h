@@ -101,6 +101,7 @@ struct sampler_rec {
 			enum sampler_wait wait; /* SREC_OFF_CPU */
 			bool stack_at_switch;	/* stack captured when it switched out */
 			int64_t syscall;	/* the syscall it waits in, -1 unknown */
+			uint64_t syscall_arg;	/* ... its first argument, when known */
 			struct sampler_ustack stack;
 			/* Python processes: frames innermost first, read from the target. */
 			struct cpython_process *python; /* NULL: not a Python process */

@@ -18,6 +18,7 @@ struct task_state *task_get(struct sampler *s, uint32_t pid, uint32_t tid, bool 
 	t->pid = pid;
 	t->tid = tid;
 	t->outside_syscall = -1;
+	t->outside_syscall_arg = 0;
 	if (hashmap__set(s->tasks, tid, t)) {
 		free(t);
 		return NULL;

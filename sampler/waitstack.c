@@ -118,10 +118,12 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 		py_stack_free(t->outside_py);
 		t->outside_py = NULL;
 		t->outside_syscall = -1;
+		t->outside_syscall_arg = 0;
 		s->stats.stale_captures++;
 	}
 	t->outside_read_ns = 0;
 	r->sample.syscall = t->outside_syscall;
+	r->sample.syscall_arg = t->outside_syscall_arg;
 	/* Python frames: read while it waited (exact), else its latest known (a guess). */
 	if (t->outside_py) {
 		s->held_py = t->outside_py;
@@ -168,6 +170,7 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 		t->outside_stack = NULL;
 	}
 	t->outside_syscall = -1;
+	t->outside_syscall_arg = 0;
 	qrec_free(t->out_sample);
 	t->out_sample = NULL;
 	t->out = false;

@@ -332,6 +332,37 @@ static const char *classify(const char *name)
 	return NULL;
 }
 
+/*
+ * A thread blocked in futex(2) on a word inside its interpreter's GIL waits for the GIL,
+ * not for a lock of the program's. The address is the system call's first argument
+ * (read by the kernel at the switch, or from /proc while it waited), else the first
+ * argument register perf saved with the switch-out's user registers; the GIL's place
+ * is what the sampler found while the process ran (cpython_process.gil).
+ */
+static const char *gil_wait(const struct sampler_rec *rec)
+{
+	struct cpython_process *python = rec->sample.python;
+	uint64_t uaddr = 0;
+
+	if (!python)
+		return NULL;
+	if (rec->sample.syscall == 202)
+		uaddr = rec->sample.syscall_arg;
+	else if (rec->sample.syscall < 0 && rec->sample.stack_at_switch)
+		uaddr = rec->sample.stack.regs[SREG_DI];
+	if (!uaddr || !python->gil_known)
+		return NULL;
+	switch (cpython_gil_futex(&python->gil, uaddr)) {
+	case CPYTHON_GIL_COND:
+	case CPYTHON_GIL_MUTEX:
+		return "GIL wait";
+	case CPYTHON_GIL_SWITCH:
+		return "GIL handoff";
+	default:
+		return NULL;
+	}
+}
+
 uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_rec *rec,
 				 const struct trace_frame *frames, uint32_t nframes)
 {
@@ -343,7 +374,8 @@ uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_re
 		info.name = "preempted (runnable, waiting for a CPU)";
 		return frame_table__intern(sym->frames, &info);
 	}
-	if (rec->sample.syscall >= 0)
+	reason = gil_wait(rec);
+	if (!reason && rec->sample.syscall >= 0)
 		reason = classify(syscall_name(rec->sample.syscall));
 	/* Else the innermost user function, usually the libc wrapper it blocked in. */
 	if (!reason && sym->wait_hint) {

@@ -83,6 +83,7 @@ static void *make_btf(const struct shape *shape, size_t *size)
 	/* Last: the cases that damage the blob damage this type. */
 	assert_true(btf__add_struct(btf, "pt_regs", 168) > 0);
 	assert_int_equal(btf__add_field(btf, "ax", u64, 80 * 8, 0), 0);
+	assert_int_equal(btf__add_field(btf, "di", u64, 112 * 8, 0), 0);
 	assert_int_equal(btf__add_field(btf, "orig_ax", u64, 120 * 8, 0), 0);
 	assert_int_equal(btf__add_field(btf, "ip", u64, 128 * 8, 0), 0);
 	assert_int_equal(btf__add_field(btf, "sp", u64, 152 * 8, 0), 0);
@@ -131,6 +132,7 @@ static void test_kernel_layout__finds_fields(void **state)
 		assert_int_equal(o.task_fsbase, cases[i].base + 64 + 16);
 		assert_int_equal(o.regs_ax, 80);
 		assert_int_equal(o.regs_orig_ax, 120);
+		assert_int_equal(o.regs_di, 112);
 		assert_int_equal(o.regs_ip, 128);
 		assert_int_equal(o.regs_sp, 152);
 	}
@@ -184,10 +186,10 @@ static void test_kernel_layout__rejects_malformed_data(void **state)
 	assert_int_equal(kernel_layout__from_btf(data, size, &o), -EINVAL);
 	h->type_len += 4;
 	last = (struct btf_type *)(data + h->hdr_len + h->type_off + h->type_len -
-				   4 * sizeof(struct btf_member) - sizeof(struct btf_type));
-	last->info = (31u << 24) | 4; /* pt_regs, of no known kind */
+				   5 * sizeof(struct btf_member) - sizeof(struct btf_type));
+	last->info = (31u << 24) | 5; /* pt_regs, of no known kind */
 	assert_int_equal(kernel_layout__from_btf(data, size, &o), -EINVAL);
-	last->info = (BTF_KIND_STRUCT << 24) | 4;
+	last->info = (BTF_KIND_STRUCT << 24) | 5;
 	assert_int_equal(kernel_layout__from_btf(data, size, &o), 0);
 	data[0] ^= 0xff; /* the magic */
 	assert_int_equal(kernel_layout__from_btf(data, size, &o), -EINVAL);
@@ -234,6 +236,7 @@ static void test_kernel_layout__reads_running_kernel(void **state)
 	assert_int_equal(kernel_layout__read("/sys/kernel/btf/vmlinux", &o), 0);
 	assert_int_equal(o.regs_ax, offsetof(struct user_regs_struct, rax));
 	assert_int_equal(o.regs_orig_ax, offsetof(struct user_regs_struct, orig_rax));
+	assert_int_equal(o.regs_di, offsetof(struct user_regs_struct, rdi));
 	assert_int_equal(o.regs_ip, offsetof(struct user_regs_struct, rip));
 	assert_int_equal(o.regs_sp, offsetof(struct user_regs_struct, rsp));
 	assert_int_equal(o.task_tgid, o.task_pid + 4);
