@@ -134,7 +134,7 @@ def run_tool(args, **kwargs):
                           **kwargs)
 
 
-def _runqueue_waits(pid):
+def runqueue_waits(pid):
     """{tid: ns spent runnable but waiting for a CPU} of each thread of @pid, from the
     kernel's schedstat; {} once it is gone."""
     out = {}
@@ -161,7 +161,7 @@ def run_tool_watched(args):
                             text=True)
     waits = {}
     while proc.poll() is None:
-        waits.update(_runqueue_waits(proc.pid))
+        waits.update(runqueue_waits(proc.pid))
         time.sleep(0.01)
     out, err = proc.communicate(timeout=120)
     wall = time.monotonic_ns() - start
