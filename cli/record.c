@@ -286,6 +286,7 @@ static bool drain(struct session *s, uint64_t until_ns)
 
 		if (stop_requests && !s->stop_seen_ns) {
 			s->stop_seen_ns = now;
+			sampler__stopping(s->sampler);
 			return false;
 		}
 		if (now >= until_ns || (s->stop_seen_ns && now - s->stop_seen_ns >= STOP_BUDGET_NS))
@@ -329,6 +330,11 @@ static void record_loop(struct session *s)
 		session__show_progress(s, false);
 		if (sampler__done(s->sampler) || sampler_now_ns() >= deadline)
 			break;
+	}
+	/* A stop request's budget counts from when it was seen, stopping included. */
+	if (stop_requests && !s->stop_seen_ns) {
+		s->stop_seen_ns = sampler_now_ns();
+		sampler__stopping(s->sampler);
 	}
 	sampler__stop(s->sampler);
 	/* Everything taken is processed, unless a stop request says otherwise. */

@@ -135,22 +135,13 @@ static void drain_once(struct sampler *s)
 static void *drainer_main(void *arg)
 {
 	struct sampler *s = arg;
-	struct sched_param realtime = { .sched_priority = 1 };
+	struct sched_param realtime = { .sched_priority = 1 }, normal = { .sched_priority = 0 };
 	struct pollfd pfds[MAX_CPUS];
-	bool fast = false;
+	bool fast = false, python;
 	uint64_t walks;
 	nfds_t n = 0;
 	uint32_t cpu;
 
-	/*
-	 * The lowest real-time priority, whenever permitted (CAP_SYS_NICE): at normal
-	 * priority on a busy machine this thread waited tens of ms for a CPU while the rings
-	 * overflowed (14,555 records lost in a ping-pong test), and Python stacks read late
-	 * are wrong. It sleeps most of the time, so it costs the target little.
-	 */
-	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &realtime))
-		pr_info("drainer at normal priority: on a busy machine records may be lost and "
-			"Python stacks lag");
 	for (cpu = 0; cpu < s->ncpus; cpu++) {
 		if (s->rings[cpu].base)
 			pfds[n++] = (struct pollfd){ .fd = s->rings[cpu].fd, .events = POLLIN };
@@ -167,19 +158,35 @@ static void *drainer_main(void *arg)
 					pfds[i].fd = -1;
 			}
 		}
+		if (s->drainer_stop)
+			break;
 		pthread_mutex_lock(&s->lock);
 		walks = s->stats.python_walks;
 		drain_once(s);
-		/*
-		 * Python stacks are read as records are drained: then drain every ms. When the
-		 * kernel reads every stack, or no process runs Python, none waits on this
-		 * thread: drain slowly (every ms cost the target 8-13 % at 100-1000 Hz here).
-		 */
-		fast = hashmap__count(s->pythons) > 0 &&
-		       (!s->kernel_samples || s->stats.python_walks != walks);
+		python = hashmap__count(s->pythons) > 0 &&
+			 (!s->kernel_samples || s->stats.python_walks != walks);
 		pthread_mutex_unlock(&s->lock);
+		if (python == fast)
+			continue;
+		/*
+		 * Python stacks are read as records are drained: then drain every ms, at the
+		 * lowest real-time priority (a normal thread waited up to 20 ms for a CPU on a
+		 * busy machine; needs CAP_SYS_NICE). When the kernel reads every stack, or no
+		 * process runs Python, none waits on this thread: drain slowly, at normal
+		 * priority (every ms cost the target 8-13 % at 100-1000 Hz here).
+		 */
+		fast = python;
+		if (pthread_setschedparam(pthread_self(), fast ? SCHED_FIFO : SCHED_OTHER,
+					  fast ? &realtime : &normal) &&
+		    fast)
+			pr_info("drainer at normal priority: Python stacks may lag on a busy machine");
 	}
 	return NULL;
+}
+
+void sampler__stopping(struct sampler *s)
+{
+	s->drainer_stop = true;
 }
 
 int start_drainer(struct sampler *s)

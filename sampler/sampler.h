@@ -193,6 +193,13 @@ int sampler__poll(struct sampler *s, int timeout_ms);
  */
 const struct sampler_rec *sampler__next(struct sampler *s);
 
+/*
+ * A stop is coming (a stop request): the drainer takes no more rounds, so that what is
+ * left is handed out without it (a real-time drainer behind a backlog kept the lock
+ * from the thread handing records out for seconds). sampler__stop() still follows.
+ */
+void sampler__stopping(struct sampler *s);
+
 /* Stops sampling (the target runs on untouched); every queued record becomes available. */
 void sampler__stop(struct sampler *s);
 
