@@ -241,7 +241,9 @@ class ExecChain(unittest.TestCase):
         self.assertIn("python3.12", programs[1])
         self.assertNotIn("python3.11", programs[1])
         self.assertIn("sleep", programs[2])
-        self.assertEqual(trace.process_names[execs[0]["pid"]], "sleep 0.3")
+        # Named by its last program: its command line, or its comm when the command
+        # line could not be read in time (a loaded machine; the README says so).
+        self.assertIn(trace.process_names[execs[0]["pid"]], ("sleep 0.3", "sleep"))
 
 
 class Failures(unittest.TestCase):
