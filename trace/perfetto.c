@@ -24,115 +24,10 @@
 #include "../common/hashmap.h"
 #include "internal.h"
 #include "pb.h"
+#include "perfetto.h"
 
-/* Field numbers, from Perfetto's protos (see trace/perfetto_subset.proto). */
-enum {
-	TRACE_PACKET = 1,
-	PKT_TIMESTAMP = 8,
-	PKT_CLOCK_SNAPSHOT = 6,
-	PKT_SEQUENCE_ID = 10,
-	PKT_TRACK_EVENT = 11,
-	PKT_INTERNED_DATA = 12,
-	PKT_SEQUENCE_FLAGS = 13,
-	PKT_DEFAULTS = 59,
-	PKT_TRACK_DESCRIPTOR = 60,
-	DEFAULTS_CLOCK_ID = 58,
-	CLOCK_SNAPSHOT_CLOCKS = 1,
-	CLOCK_SNAPSHOT_PRIMARY = 2,
-	CLOCK_ID = 1,
-	CLOCK_TIMESTAMP = 2,
-	CLOCK_UNIT_MULTIPLIER_NS = 4,
-	INTERNED_CATEGORIES = 1,
-	INTERNED_EVENT_NAMES = 2,
-	INTERNED_ANNOTATION_NAMES = 3,
-	INTERNED_ANNOTATION_STRINGS = 29,
-	INTERNED_SOURCE_LOCATIONS = 4,
-	SRC_IID = 1,
-	SRC_FILE_NAME = 2,
-	SRC_LINE_NUMBER = 4,
-	INTERNED_IID = 1, /* EventCategory, EventName, DebugAnnotationName, InternedString */
-	INTERNED_NAME = 2,
-	TD_UUID = 1,
-	TD_NAME = 2,
-	TD_PROCESS = 3,
-	TD_THREAD = 4,
-	TD_PARENT_UUID = 5,
-	TD_COUNTER = 8,
-	PD_PID = 1,
-	PD_PROCESS_NAME = 6,
-	THD_PID = 1,
-	THD_TID = 2,
-	THD_THREAD_NAME = 5,
-	COUNTER_UNIT_NAME = 6,
-	TE_CATEGORY_IIDS = 3,
-	TE_DEBUG_ANNOTATIONS = 4,
-	TE_TYPE = 9,
-	TE_NAME_IID = 10,
-	TE_TRACK_UUID = 11,
-	TE_NAME = 23,
-	TE_SOURCE_LOCATION_IID = 34,
-	TE_DOUBLE_COUNTER_VALUE = 44,
-	DA_NAME_IID = 1,
-	DA_UINT_VALUE = 3,
-	DA_INT_VALUE = 4,
-	DA_STRING_VALUE = 6,
-	DA_NAME = 10,
-	DA_STRING_VALUE_IID = 17,
-};
-
-enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
-enum { SEQ_INCREMENTAL_STATE_CLEARED = 1, SEQ_NEEDS_INCREMENTAL_STATE = 2 };
-enum { CLOCK_MONOTONIC = 3, CLOCK_JSON_US = 64 };
-
-#define PF_SEQUENCE 1
-#define PF_CATEGORY_PROCESS (FRAME_KIND_COUNT + 1) /* frame kinds are iids 1..COUNT */
-#define PF_COUNTER_BUCKET_NS 100000000ULL	   /* CPU % over 100 ms */
-
-/* Interned argument names, iids 1.. in this order. */
-enum { ARG_SAMPLES = 1, ARG_WAITS, ARG_CHILD_PID, ARG_PROGRAM, ARG_STATUS };
 static const char *const arg_names[] = {
 	NULL, "samples", "waits", "child_pid", "program", "status"
-};
-
-/* A slice that opened on a thread and whose end is not written yet. */
-struct pf_open {
-	uint32_t func, line;
-	uint64_t start_ns;
-	uint64_t end_us; /* when closed */
-	uint32_t samples, waits;
-	bool begun;  /* its SLICE_BEGIN is written */
-	bool closed; /* its end is held until the next thing on the thread */
-};
-
-/* A process (tid 0) or thread track. */
-struct pf_track {
-	uint64_t uuid, counter_uuid;
-	uint32_t pid, tid;
-	char *named; /* the name its last descriptor had; NULL: none written */
-	bool described;
-	struct pf_open *open;
-	uint32_t depth, capacity;
-	uint64_t *lost_ends; /* times of ends lost to a write error, deepest first */
-	uint32_t nlost, lost_capacity;
-	uint64_t bucket;	 /* processes: the CPU counter's current bucket, */
-	uint32_t bucket_samples; /* and the on-CPU samples in it */
-	bool counting;
-};
-
-struct pf_string {
-	char *s;
-	uint64_t iid;
-};
-
-struct pftrace {
-	struct hashmap *tracks;	 /* (pid << 32 | tid) -> struct pf_track */
-	struct hashmap *strings; /* FNV-1a of the string -> struct pf_string */
-	struct hashmap *places;	 /* (frame id << 32 | line) -> its source location's iid */
-	uint8_t *named_frames;	 /* frame ids whose name is interned */
-	size_t named_cap;
-	uint64_t next_uuid, next_string_iid, next_place_iid;
-	struct pb_buf packet, interned;
-	size_t interned_start;
 };
 
 static uint64_t track_key(uint32_t pid, uint32_t tid)
@@ -192,7 +87,7 @@ struct pftrace *pftrace__new(void)
 }
 
 /* Starts a packet on our sequence that needs its incremental state. */
-static struct pb_buf *packet_begin(struct pftrace *pf, uint64_t ts_us)
+struct pb_buf *pf_packet_begin(struct pftrace *pf, uint64_t ts_us)
 {
 	pb_buf__reset(&pf->packet);
 	pb_buf__reset(&pf->interned);
@@ -204,14 +99,14 @@ static struct pb_buf *packet_begin(struct pftrace *pf, uint64_t ts_us)
 	return &pf->packet;
 }
 
-/* Interned data the packet brings, collected aside and appended by packet_end(). */
+/* Interned data the packet brings, collected aside and appended by pf_packet_end(). */
 static struct pb_buf *interned(struct pftrace *pf)
 {
 	return &pf->interned;
 }
 
 /* Writes the packet as one record; false when it is lost (the output failed). */
-static bool packet_end(struct trace *trace)
+bool pf_packet_end(struct trace *trace)
 {
 	struct pftrace *pf = trace->pftrace;
 	struct pb_buf *p = &pf->packet;
@@ -282,10 +177,10 @@ void pftrace__header(struct trace *trace)
 	intern_entry(in, INTERNED_CATEGORIES, PF_CATEGORY_PROCESS, "process");
 	for (k = 1; k <= ARG_STATUS; k++)
 		intern_entry(in, INTERNED_ANNOTATION_NAMES, (uint64_t)k, arg_names[k]);
-	packet_end(trace);
+	pf_packet_end(trace);
 }
 
-static struct pf_track *find_track(struct pftrace *pf, uint32_t pid, uint32_t tid)
+struct pf_track *pf_find_track(struct pftrace *pf, uint32_t pid, uint32_t tid)
 {
 	struct pf_track *t = hashmap__get(pf->tracks, track_key(pid, tid));
 
@@ -317,7 +212,7 @@ static int describe(struct trace *trace, struct pf_track *t)
 	t->named = name ? strdup(name) : NULL;
 	if (name && !t->named)
 		return -ENOMEM;
-	p = packet_begin(trace->pftrace, 0);
+	p = pf_packet_begin(trace->pftrace, 0);
 	m = pb_begin(p, PKT_TRACK_DESCRIPTOR);
 	pb_uint(p, TD_UUID, t->uuid);
 	if (t->tid) {
@@ -334,15 +229,15 @@ static int describe(struct trace *trace, struct pf_track *t)
 	}
 	pb_end(p, d);
 	pb_end(p, m);
-	t->described = packet_end(trace);
+	t->described = pf_packet_end(trace);
 	return 0;
 }
 
 /* The thread's track, described along with its process's. NULL on ENOMEM. */
-static struct pf_track *thread_track(struct trace *trace, uint32_t pid, uint32_t tid)
+struct pf_track *pf_thread_track(struct trace *trace, uint32_t pid, uint32_t tid)
 {
-	struct pf_track *proc = find_track(trace->pftrace, pid, 0);
-	struct pf_track *t = find_track(trace->pftrace, pid, tid);
+	struct pf_track *proc = pf_find_track(trace->pftrace, pid, 0);
+	struct pf_track *t = pf_find_track(trace->pftrace, pid, tid);
 
 	if (!proc || !t || describe(trace, proc) || describe(trace, t))
 		return NULL;
@@ -455,7 +350,7 @@ static int write_begin(struct trace *trace, const struct pf_track *t, const stru
 {
 	const struct frame_info *f = frame_table__get(trace->opts.frames, o->func);
 	struct pftrace *pf = trace->pftrace;
-	struct pb_buf *p = packet_begin(pf, trace_to_us(trace, o->start_ns));
+	struct pb_buf *p = pf_packet_begin(pf, trace_to_us(trace, o->start_ns));
 	size_t m = pb_begin(p, PKT_TRACK_EVENT);
 
 	pb_uint(p, TE_TYPE, TYPE_SLICE_BEGIN);
@@ -472,14 +367,14 @@ static int write_begin(struct trace *trace, const struct pf_track *t, const stru
 		pb_string(p, TE_NAME, "[bad frame id]");
 	}
 	pb_end(p, m);
-	return packet_end(trace);
+	return pf_packet_end(trace);
 }
 
 /* SLICE_END, with the counts known only now; false when lost to a write error. */
 static bool write_end(struct trace *trace, const struct pf_track *t, uint64_t end_us,
 		      uint32_t samples, uint32_t waits)
 {
-	struct pb_buf *p = packet_begin(trace->pftrace, end_us);
+	struct pb_buf *p = pf_packet_begin(trace->pftrace, end_us);
 	size_t m = pb_begin(p, PKT_TRACK_EVENT);
 
 	pb_uint(p, TE_TYPE, TYPE_SLICE_END);
@@ -489,7 +384,7 @@ static bool write_end(struct trace *trace, const struct pf_track *t, uint64_t en
 	if (waits)
 		put_uint_arg(p, ARG_WAITS, waits);
 	pb_end(p, m);
-	return packet_end(trace);
+	return pf_packet_end(trace);
 }
 
 /*
@@ -549,7 +444,7 @@ static int reserve_open(struct pf_track *t, uint32_t depth)
 int pftrace__open_slice(void *ctx, const struct slice *s)
 {
 	struct trace *trace = ctx;
-	struct pf_track *t = find_track(trace->pftrace, s->pid, s->tid);
+	struct pf_track *t = pf_find_track(trace->pftrace, s->pid, s->tid);
 
 	if (!t || reserve_open(t, s->depth))
 		return -ENOMEM;
@@ -572,7 +467,7 @@ int pftrace__slice(void *ctx, const struct slice *s)
 {
 	struct trace *trace = ctx;
 	uint64_t start_us = trace_to_us(trace, s->start_ns), end_us = trace_to_us(trace, s->end_ns);
-	struct pf_track *t = find_track(trace->pftrace, s->pid, s->tid);
+	struct pf_track *t = pf_find_track(trace->pftrace, s->pid, s->tid);
 	struct pf_open *o;
 	uint32_t i;
 
@@ -594,7 +489,7 @@ int pftrace__slice(void *ctx, const struct slice *s)
 		return 0;
 	}
 	if (names__seen(trace->names, s->pid, s->tid, s->start_ns) ||
-	    !thread_track(trace, s->pid, s->tid))
+	    !pf_thread_track(trace, s->pid, s->tid))
 		return -ENOMEM;
 	for (i = 0; i <= s->depth; i++) {
 		int r;
@@ -610,80 +505,6 @@ int pftrace__slice(void *ctx, const struct slice *s)
 	return 0;
 }
 
-/* A counter event of the process's CPU use in the bucket that starts at @bucket. */
-static void write_cpu(struct trace *trace, struct pf_track *proc, uint64_t bucket, double pct)
-{
-	struct pb_buf *p = packet_begin(
-		trace->pftrace,
-		trace_to_us(trace, trace->opts.origin_ns + bucket * PF_COUNTER_BUCKET_NS));
-	size_t m = pb_begin(p, PKT_TRACK_EVENT);
-
-	pb_uint(p, TE_TYPE, TYPE_COUNTER);
-	pb_uint(p, TE_TRACK_UUID, proc->counter_uuid);
-	pb_double(p, TE_DOUBLE_COUNTER_VALUE, pct);
-	pb_end(p, m);
-	packet_end(trace);
-}
-
-/* The process's "CPU %" counter track, under its process track. */
-static void describe_counter(struct trace *trace, struct pf_track *proc)
-{
-	struct pb_buf *p = packet_begin(trace->pftrace, 0);
-	size_t m = pb_begin(p, PKT_TRACK_DESCRIPTOR), c;
-
-	proc->counter_uuid = trace->pftrace->next_uuid++;
-	pb_uint(p, TD_UUID, proc->counter_uuid);
-	pb_uint(p, TD_PARENT_UUID, proc->uuid);
-	pb_string(p, TD_NAME, "CPU %");
-	c = pb_begin(p, TD_COUNTER);
-	pb_string(p, COUNTER_UNIT_NAME, "%");
-	pb_end(p, c);
-	pb_end(p, m);
-	packet_end(trace);
-}
-
-/* Ends the process's current bucket: its CPU use, and 0 at the next when it stays idle. */
-static void end_bucket(struct trace *trace, struct pf_track *proc, uint64_t next)
-{
-	double period = (double)trace->opts.period_ns;
-
-	write_cpu(trace, proc, proc->bucket,
-		  100.0 * proc->bucket_samples * period / (double)PF_COUNTER_BUCKET_NS);
-	if (next > proc->bucket + 1)
-		write_cpu(trace, proc, proc->bucket + 1, 0);
-}
-
-/*
- * Counts an on-CPU sample into its process's CPU counter: each covers one period. A
- * sample older than the current bucket (threads interleave) counts in the current one.
- */
-int pftrace__observe(struct trace *trace, const struct trace_obs *obs)
-{
-	struct pf_track *proc;
-	uint64_t bucket;
-
-	if (obs->kind != TRACE_ON_CPU)
-		return 0;
-	proc = find_track(trace->pftrace, obs->pid, 0);
-	if (!proc || !thread_track(trace, obs->pid, obs->tid))
-		return -ENOMEM;
-	bucket = obs->t_start_ns > trace->opts.origin_ns
-			 ? (obs->t_start_ns - trace->opts.origin_ns) / PF_COUNTER_BUCKET_NS
-			 : 0;
-	if (!proc->counter_uuid)
-		describe_counter(trace, proc);
-	if (!proc->counting) {
-		proc->counting = true;
-		proc->bucket = bucket;
-	} else if (bucket > proc->bucket) {
-		end_bucket(trace, proc, bucket);
-		proc->bucket = bucket;
-		proc->bucket_samples = 0;
-	}
-	proc->bucket_samples++;
-	return 0;
-}
-
 int pftrace__event(struct trace *trace, const struct trace_event *ev)
 {
 	static const char *const names[] = {
@@ -691,13 +512,13 @@ int pftrace__event(struct trace *trace, const struct trace_event *ev)
 		[TRACE_EVENT_EXEC] = "exec",
 		[TRACE_EVENT_EXIT] = "exit",
 	};
-	struct pf_track *t = thread_track(trace, ev->pid, ev->tid);
+	struct pf_track *t = pf_thread_track(trace, ev->pid, ev->tid);
 	struct pb_buf *p;
 	size_t m;
 
 	if (!t)
 		return -ENOMEM;
-	p = packet_begin(trace->pftrace, trace_to_us(trace, ev->t_ns));
+	p = pf_packet_begin(trace->pftrace, trace_to_us(trace, ev->t_ns));
 	m = pb_begin(p, PKT_TRACK_EVENT);
 	pb_uint(p, TE_TYPE, TYPE_INSTANT);
 	pb_uint(p, TE_TRACK_UUID, t->uuid);
@@ -716,7 +537,7 @@ int pftrace__event(struct trace *trace, const struct trace_event *ev)
 		break;
 	}
 	pb_end(p, m);
-	if (packet_end(trace))
+	if (pf_packet_end(trace))
 		trace->stats.events++;
 	return 0;
 }
@@ -751,7 +572,7 @@ int pftrace__flush(struct trace *trace)
 		t->nlost = 0;
 		pop_to(trace, t, 0, false);
 		if (t->counting) {
-			end_bucket(trace, t, t->bucket + 2);
+			pf_end_bucket(trace, t, t->bucket + 2);
 			t->counting = false;
 		}
 		if (t->described && describe(trace, t))
@@ -779,14 +600,14 @@ void pftrace__footer(struct trace *trace, const struct trace_stats *stats)
 	};
 	struct pftrace *pf = trace->pftrace;
 	uint64_t uuid = pf->next_uuid++;
-	struct pb_buf *p = packet_begin(pf, 0);
+	struct pb_buf *p = pf_packet_begin(pf, 0);
 	size_t m = pb_begin(p, PKT_TRACK_DESCRIPTOR), i, a;
 
 	pb_uint(p, TD_UUID, uuid);
 	pb_string(p, TD_NAME, "pytrace-sample " PYTRACE_VERSION);
 	pb_end(p, m);
-	packet_end(trace);
-	p = packet_begin(pf, 1);
+	pf_packet_end(trace);
+	p = pf_packet_begin(pf, 1);
 	m = pb_begin(p, PKT_TRACK_EVENT);
 	pb_uint(p, TE_TYPE, TYPE_INSTANT);
 	pb_uint(p, TE_TRACK_UUID, uuid);
@@ -801,5 +622,5 @@ void pftrace__footer(struct trace *trace, const struct trace_stats *stats)
 		pb_end(p, a);
 	}
 	pb_end(p, m);
-	packet_end(trace);
+	pf_packet_end(trace);
 }
