@@ -101,7 +101,7 @@ static __always_inline void event_start(struct pytrace_event *e, __u32 tgid, __u
 	e->kind = kind;
 	e->nframes = 0;
 	e->truncated = 0;
-	e->pad = 0;
+	e->args_size = 0;
 	e->user_ip = e->user_sp = 0;
 	e->syscall = -1;
 	e->syscall_arg = 0;
@@ -202,43 +202,246 @@ static __u64 find_tstate(const struct pytrace_py_cfg *cfg, __u32 tid)
 	return t.tstate;
 }
 
-/* Where a frame walk stands, between calls of read_frame(). */
+/* Per CPU and per kind of walk: where a frame's, a code object's and arguments' bytes land. */
+struct walk_buf {
+	__u8 frame[2 * PYTRACE_BPF_SPAN]; /* twice: see span_len() */
+	__u8 code[2 * PYTRACE_BPF_SPAN];
+	__u64 slots[2 * PYTRACE_BPF_MAX_ARGS];
+	__u8 args[PYTRACE_BPF_ARGS_BYTES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct walk_buf);
+} walk_bufs SEC(".maps");
+
+/* Where a frame walk stands, between calls of read_frame() and read_arg(). */
 struct frame_walk {
 	const struct pytrace_py_cfg *cfg;
 	struct pytrace_event *e;
+	struct walk_buf *buf;
 	__u64 frame; /* the next frame to read; 0 at the end of the chain */
+	__u32 args_used; /* bytes of buf->args filled */
+	__u32 at;	 /* the frame being read */
+	__u32 index_base; /* 0: parameters; 0x80: a pool worker's task locals */
 	int err;
+	int args_cut;
+	int slots_read; /* the frame's span held its slots */
 };
+
+/*
+ * The length of a span to read, as the verifier can see it bounded: a plain check can be
+ * lost when the compiler reuses an unchecked copy of the value, and a mask kept by the
+ * empty asm (which the compiler can't see through) can't. User space keeps lengths
+ * within PYTRACE_BPF_SPAN; buffers have room for the mask's bound.
+ */
+static __always_inline __u32 span_len(__u64 len)
+{
+	__u32 n = (__u32)len;
+
+	asm volatile("" : "+r"(n));
+	return n & (2 * PYTRACE_BPF_SPAN - 1);
+}
+
+/* A field of a span read whole; user space keeps offsets inside the span. */
+static __always_inline __u64 span_u64(const __u8 *span, __u64 off)
+{
+	if (off > PYTRACE_BPF_SPAN - 8)
+		return 0;
+	return *(const __u64 *)(span + off);
+}
+
+/*
+ * Where a str's or a bytes' contents start and how many bytes to keep (0: none), from
+ * its first bytes as read into @a (the same rule as cpython/args.c).
+ */
+static __always_inline __u64 text_of(const struct pytrace_py_cfg *cfg,
+				     const struct pytrace_raw_arg *a, __u32 *len)
+{
+	const __u8 *w = (const __u8 *)a->words;
+	__s64 size;
+	__u32 state, kind;
+
+	*len = 0;
+	if (cfg->str_type && a->words[0] == cfg->str_type) {
+		if (cfg->str_length < 8 || cfg->str_length > 32 || cfg->str_state < 8 ||
+		    cfg->str_state > 36)
+			return 0;
+		size = *(const __s64 *)(w + cfg->str_length - 8);
+		state = *(const __u32 *)(w + cfg->str_state - 8);
+		kind = (state >> 2) & 7;
+		if (!((state >> 5) & 1) || size <= 0 || (kind != 1 && kind != 2 && kind != 4))
+			return 0;
+		*len = size > PYTRACE_BPF_ARG_TEXT / kind ? PYTRACE_BPF_ARG_TEXT
+							   : (__u32)size * kind;
+		return a->object + (((state >> 6) & 1) ? cfg->str_ascii_data : cfg->str_compact_data);
+	}
+	if (cfg->bytes_type && a->words[0] == cfg->bytes_type) {
+		if (cfg->bytes_size < 8 || cfg->bytes_size > 32)
+			return 0;
+		size = *(const __s64 *)(w + cfg->bytes_size - 8);
+		if (size <= 0)
+			return 0;
+		*len = size > PYTRACE_BPF_ARG_TEXT ? PYTRACE_BPF_ARG_TEXT : (__u32)size;
+		return a->object + cfg->bytes_data;
+	}
+	return 0;
+}
+
+/* Room an argument may take: its text's length is masked to below 2 * ARG_TEXT. */
+#define ARG_MAX_BYTES (sizeof(struct pytrace_raw_arg) + 2 * PYTRACE_BPF_ARG_TEXT)
+
+/* Reads argument @j of the frame being read; 1 ends (no room left). A bpf_loop() body. */
+static long read_arg(__u32 j, void *arg)
+{
+	struct frame_walk *w = arg;
+	struct pytrace_raw_arg *a;
+	__u32 at = w->args_used, len = 0;
+	__u64 obj, text;
+
+	if (j >= PYTRACE_BPF_MAX_ARGS || at > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES) {
+		w->args_cut = 1;
+		return 1;
+	}
+	asm volatile("" : "+r"(j)); /* masked, see read_frame */
+	obj = w->buf->slots[j & (PYTRACE_BPF_MAX_ARGS - 1)];
+	a = (struct pytrace_raw_arg *)(w->buf->args + at);
+	a->frame = w->at;
+	a->index = w->index_base + j;
+	a->flags = 0;
+	a->text_len = 0;
+	a->pad = 0;
+	a->object = obj;
+	if (!obj) {
+		a->flags = PYTRACE_ARG_UNBOUND;
+		__builtin_memset(a->words, 0, sizeof(a->words));
+	} else if (bpf_probe_read_user(a->words, sizeof(a->words), (const void *)(obj + 8))) {
+		a->flags = PYTRACE_ARG_UNREADABLE;
+		__builtin_memset(a->words, 0, sizeof(a->words));
+	} else {
+		text = text_of(w->cfg, a, &len);
+		if (len > PYTRACE_BPF_ARG_TEXT)
+			len = PYTRACE_BPF_ARG_TEXT;
+		asm volatile("" : "+r"(len)); /* masked, see read_frame */
+		len &= 2 * PYTRACE_BPF_ARG_TEXT - 1;
+		if (text && len &&
+		    bpf_probe_read_user(w->buf->args + at + sizeof(*a), len, (const void *)text))
+			a->flags = PYTRACE_ARG_UNREADABLE;
+		else if (text)
+			a->text_len = len;
+	}
+	w->args_used = at + sizeof(*a) + ((a->text_len + 7) & ~7U);
+	w->e->frames[w->at & (PYTRACE_BPF_MAX_FRAMES - 1)].nargs++;
+	return 0;
+}
+
+/* The parameters of the frame just read (its code object's span in the walk's buffer). */
+static __always_inline void read_args(struct frame_walk *w, __u64 frame)
+{
+	const struct pytrace_py_cfg *cfg = w->cfg;
+	__s32 argc, kwonly;
+	__u32 n;
+
+	if (cfg->code_argcount > PYTRACE_BPF_SPAN - 16)
+		return;
+	argc = *(const __s32 *)(w->buf->code + cfg->code_argcount);
+	kwonly = *(const __s32 *)(w->buf->code + cfg->code_argcount + 8);
+	if (argc < 0 || kwonly < 0 || argc > 65535 || kwonly > 65535)
+		return;
+	n = (__u32)argc + (__u32)kwonly;
+	if (n > PYTRACE_BPF_MAX_ARGS)
+		n = PYTRACE_BPF_MAX_ARGS;
+	if (!n)
+		return;
+	asm volatile("" : "+r"(n)); /* masked, see read_frame: slots has room for 15 */
+	n &= 2 * PYTRACE_BPF_MAX_ARGS - 1;
+	if (w->slots_read) {
+		for (int k = 0; k < PYTRACE_BPF_MAX_ARGS; k++)
+			w->buf->slots[k] = span_u64(w->buf->frame, cfg->frame_slots + 8 * k);
+	} else if (bpf_probe_read_user(w->buf->slots, n * 8,
+				       (const void *)(frame + cfg->frame_localsplus))) {
+		return; /* the frame goes without its arguments */
+	}
+	bpf_loop(n, read_arg, w, 0);
+}
+
+/* A pool worker loop's frame: the locals that say which task it runs (cpython/args.c). */
+static __always_inline void read_task(struct frame_walk *w, __u64 frame, __u32 k)
+{
+	const struct pytrace_py_cfg *cfg = w->cfg;
+	__u64 locals = frame + cfg->frame_localsplus;
+
+	if (bpf_probe_read_user(&w->buf->slots[0], 8, (const void *)(locals + cfg->task_slot[k][0] * 8)) ||
+	    bpf_probe_read_user(&w->buf->slots[1], 8, (const void *)(locals + cfg->task_slot[k][1] * 8)))
+		return;
+	w->index_base = 0x80;
+	bpf_loop(2, read_arg, w, 0);
+	w->index_base = 0;
+}
 
 /*
  * Reads frame @i of a walk and steps to the one before it; 1 ends the walk. A loop body
  * for bpf_loop(), which the verifier checks once: as an open-coded loop of 64 rounds it
  * was checked round by round (35,000 instructions, ~15 ms of start-up per program).
+ * One read for the frame's fields and one for its code object's.
  */
 static long read_frame(__u32 i, void *arg)
 {
 	struct frame_walk *w = arg;
 	const struct pytrace_py_cfg *cfg = w->cfg;
+	struct walk_buf *b = w->buf;
 	struct pytrace_raw_frame *f;
-	__u64 code;
+	__u64 code, frame = w->frame;
+	__u32 len;
 
 	if (i >= PYTRACE_BPF_MAX_FRAMES)
 		return 1;
-	f = &w->e->frames[i];
-	code = read_u64(w->frame + cfg->frame_code, &w->err);
+	len = span_len(cfg->frame_span_len);
+	w->slots_read = cfg->slots_in_span;
+	if (bpf_probe_read_user(b->frame, len, (const void *)(frame + cfg->frame_span_at))) {
+		len = span_len(cfg->frame_base_len);
+		w->slots_read = 0;
+		if (!cfg->slots_in_span ||
+		    bpf_probe_read_user(b->frame, len, (const void *)(frame + cfg->frame_span_at))) {
+			w->err = 1;
+			return 1;
+		}
+	}
+	code = span_u64(b->frame, cfg->frame_code);
 	if (cfg->code_tagged)
 		code &= ~3ULL;
+	/*
+	 * Masked, not only checked: the check above was on a register the call spilled;
+	 * the empty asm keeps the compiler from dropping the mask as redundant.
+	 */
+	asm volatile("" : "+r"(i));
+	f = &w->e->frames[i & (PYTRACE_BPF_MAX_FRAMES - 1)];
 	f->code = code;
-	f->instr = read_u64(w->frame + cfg->frame_instr, &w->err);
-	f->owner = 0;
-	if (cfg->frame_owner)
-		bpf_probe_read_user(&f->owner, 1, (const void *)(w->frame + cfg->frame_owner));
+	f->instr = span_u64(b->frame, cfg->frame_instr);
+	f->owner = cfg->frame_owner ? (__u8)span_u64(b->frame, cfg->frame_owner) : 0;
+	f->nargs = 0;
 	f->fingerprint = 0;
-	if (code)
-		f->fingerprint = read_u64(code + cfg->code_filename, &w->err) ^
-				 (read_u64(code + cfg->code_name, &w->err) << 1);
+	w->at = i;
 	w->e->nframes = i + 1;
-	w->frame = read_u64(w->frame + cfg->frame_previous, &w->err);
+	w->frame = span_u64(b->frame, cfg->frame_previous);
+	if (code) {
+		len = span_len(cfg->code_span_len);
+		if (bpf_probe_read_user(b->code, len, (const void *)(code + cfg->code_span_at))) {
+			w->err = 1;
+			return 1;
+		}
+		f->fingerprint = span_u64(b->code, cfg->code_filename) ^
+				 (span_u64(b->code, cfg->code_name) << 1);
+		if (cfg->read_args && !w->args_cut) {
+			read_args(w, frame);
+			if (code == cfg->task_code[0])
+				read_task(w, frame, 0);
+			else if (code == cfg->task_code[1])
+				read_task(w, frame, 1);
+		}
+	}
 	return !w->frame || w->err;
 }
 
@@ -253,6 +456,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	struct pytrace_event *e;
 	struct frame_walk w = { 0 };
 	__u64 *known, tstate, size;
+	__u32 frames_size, args_size;
 
 	cfg = bpf_map_lookup_elem(&py_cfg, &tgid);
 	if (!cfg)
@@ -262,7 +466,8 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	if (!tstate)
 		return -1;
 	e = bpf_map_lookup_elem(&scratch, &kind);
-	if (!e)
+	w.buf = bpf_map_lookup_elem(&walk_bufs, &kind);
+	if (!e || !w.buf)
 		return -1;
 	event_start(e, tgid, tid, kind);
 	if (kind == PYTRACE_EV_SAMPLE && pass_samples) {
@@ -298,7 +503,21 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 		return -1;
 	}
 	e->truncated = w.frame != 0;
-	size = PYTRACE_EVENT_HEADER_SIZE + (__u64)e->nframes * sizeof(e->frames[0]);
+	if (w.args_cut)
+		count(PYTRACE_STAT_ARGS_CUT);
+	/* Masked for the verifier (nframes <= 64 already): the tail has room for twice that. */
+	frames_size = (e->nframes & (2 * PYTRACE_BPF_MAX_FRAMES - 1)) * sizeof(e->frames[0]);
+	args_size = w.args_used;
+	if (args_size > PYTRACE_BPF_ARGS_BYTES)
+		args_size = PYTRACE_BPF_ARGS_BYTES;
+	/* Keeps the compiler from using an unchecked copy (see read_frame). */
+	asm volatile("" : "+r"(args_size));
+	/* The arguments go right after the frames: the event is sent at its length. */
+	if (args_size &&
+	    bpf_probe_read_kernel((__u8 *)e->frames + frames_size, args_size, w.buf->args))
+		args_size = 0;
+	e->args_size = args_size;
+	size = PYTRACE_EVENT_HEADER_SIZE + (__u64)frames_size + args_size;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
 	/* No wakeup from here (it starved targets in testing): user space drains on a timer. */

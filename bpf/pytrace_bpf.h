@@ -6,8 +6,16 @@
 #define PYTRACE_BPF_PYTRACE_BPF_H
 
 #define PYTRACE_BPF_MAX_FRAMES 64
+#define PYTRACE_BPF_SPAN 256	     /* bytes of a frame or a code object read at once */
+#define PYTRACE_BPF_MAX_ARGS 8	     /* parameters read per frame */
+#define PYTRACE_BPF_ARG_TEXT 64	     /* bytes of a str's or a bytes' contents read */
+#define PYTRACE_BPF_ARGS_BYTES 16384 /* room for an event's arguments */
 
-/* How to walk one process's Python frames: offsets from cpython/, per process. */
+/*
+ * How to walk one process's Python frames: offsets from cpython/, per process. A frame's
+ * fields are read in one read of frame_span_len bytes from frame_span_at, a code
+ * object's in one from code_span_at; the frame_* and code_* offsets are from those.
+ */
 struct pytrace_py_cfg {
 	__u64 tstate_frame;	    /* tstate -> frame, cframe or current_frame */
 	__u64 cframe_current_frame; /* used when via_cframe */
@@ -17,6 +25,22 @@ struct pytrace_py_cfg {
 	__u64 frame_owner; /* 0: no owner field (<= 3.10) */
 	__u64 code_filename;
 	__u64 code_name;
+	__u64 code_argcount; /* int; co_kwonlyargcount 8 bytes on */
+	__u64 frame_span_at, frame_span_len, code_span_at, code_span_len;
+	__u64 frame_localsplus; /* from the frame itself: its parameters' slots */
+	/*
+	 * When slots_in_span, the frame's span holds its first PYTRACE_BPF_MAX_ARGS slots
+	 * too, from frame_slots in it; a frame whose memory ends before them (at the end of
+	 * its stack chunk) is read again without, frame_base_len bytes.
+	 */
+	__u64 frame_slots, frame_base_len;
+	/* Arguments: str and bytes objects are the ones whose contents are read. */
+	__u64 str_type, bytes_type;
+	__u64 str_length, str_state, str_ascii_data, str_compact_data; /* from the object */
+	__u64 bytes_size, bytes_data;
+	/* Pool worker loops: their frames' task locals are read too (at these slots). */
+	__u64 task_code[2];
+	__u64 task_slot[2][2];
 	/* To find a thread's state the first time it is seen: the main interpreter's list. */
 	__u64 runtime; /* address of _PyRuntime */
 	__u64 runtime_interpreters_head;
@@ -26,7 +50,9 @@ struct pytrace_py_cfg {
 	__u8 id_is_native; /* else the pthread_t: the thread's fs base on x86-64 glibc */
 	__u8 via_cframe;
 	__u8 code_tagged; /* mask the low bits of the code reference (3.14) */
-	__u8 pad[5];
+	__u8 read_args;	  /* read each frame's parameters' values */
+	__u8 slots_in_span;
+	__u8 pad[3];
 };
 
 /*
@@ -53,7 +79,28 @@ struct pytrace_raw_frame {
 	__u64 fingerprint; /* co_filename ^ (co_name << 1) */
 	__u64 instr;	   /* f_lasti, prev_instr or instr_ptr, as stored */
 	__u8 owner;
-	__u8 pad[7];
+	__u8 nargs; /* its arguments sent (struct pytrace_raw_arg, in order after the frames) */
+	__u8 pad[2];
+	__u32 args_id; /* not the kernel's: user space keeps its arguments' id here */
+};
+
+enum pytrace_arg_flags {
+	PYTRACE_ARG_UNBOUND = 1,    /* an empty slot */
+	PYTRACE_ARG_UNREADABLE = 2, /* the object or its contents could not be read */
+};
+
+/*
+ * One parameter's value: the object's bytes 8 to 40 (its type, then size and value) and,
+ * for str and bytes, text_len bytes of contents that follow, padded to 8 bytes.
+ */
+struct pytrace_raw_arg {
+	__u8 frame; /* index in the event's frames */
+	__u8 index; /* the parameter's position */
+	__u8 flags;
+	__u8 text_len;
+	__u32 pad;
+	__u64 object;
+	__u64 words[4];
 };
 
 enum pytrace_event_kind {
@@ -73,13 +120,16 @@ struct pytrace_event {
 	__u16 kind;	 /* enum pytrace_event_kind */
 	__u16 truncated; /* the chain went on past PYTRACE_BPF_MAX_FRAMES */
 	__u32 nframes;
-	__u32 pad;
+	__u32 args_size; /* bytes of arguments after the frames */
 	/* The user registers perf records too: what joins a sample to perf's record of it. */
 	__u64 user_ip, user_sp;
 	__s64 syscall;	   /* switch-outs: the system call it waits in, or -1; exits: the exit
 			  code as wait() reports it */
 	__u64 syscall_arg; /* switch-outs: the system call's first argument (a futex's) */
 	struct pytrace_raw_frame frames[PYTRACE_BPF_MAX_FRAMES];
+	/* The arguments follow frames[nframes]; room for a masked offset (see the sender). */
+	__u8 tail[PYTRACE_BPF_ARGS_BYTES +
+		  PYTRACE_BPF_MAX_FRAMES * sizeof(struct pytrace_raw_frame)];
 };
 
 #define PYTRACE_EVENT_HEADER_SIZE 64
@@ -94,6 +144,7 @@ enum pytrace_bpf_stat {
 	PYTRACE_STAT_THREADS_FOUND,  /* thread states the kernel found in the interpreter */
 	PYTRACE_STAT_SWITCH_SAMPLES_DROPPED, /* perf switch samples not needed: read whole */
 	PYTRACE_STAT_NO_FRAMES, /* walks of a known thread that ran no Python (start, exit) */
+	PYTRACE_STAT_ARGS_CUT,	/* walks whose arguments did not all fit */
 	PYTRACE_STAT_COUNT,
 };
 

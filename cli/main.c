@@ -56,6 +56,13 @@ static void usage(FILE *f)
 		"      --stack-size N    bytes of user stack copied per sample for unwinding (default 16384,\n"
 		"                        at least 512, at most 65528, a multiple of 8); deeper native\n"
 		"                        frames are cut\n"
+		"      --no-args         don't read Python arguments: by default each Python frame's\n"
+		"                        parameters (up to 8) are read with it, shown in its slice's\n"
+		"                        args (ints, floats, bools, None, the first 64 characters of\n"
+		"                        str and bytes, the length of containers, other types by\n"
+		"                        name), and a call with other values is another slice;\n"
+		"                        a multiprocessing.Pool worker's loop shows its task\n"
+		"                        (pool_task, pool_job), so each task is its own slice\n"
 		"  -d, --duration SECS   stop after SECS seconds (the command keeps running)\n"
 		"\n"
 		"dump takes only -p and -v.\n"
@@ -174,7 +181,8 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		OPT_NATIVE,
 		OPT_BACKEND,
 		OPT_FORCE,
-		OPT_FLAT
+		OPT_FLAT,
+		OPT_NO_ARGS
 	};
 	static const struct option long_opts[] = {
 		{ "output", required_argument, NULL, 'o' },
@@ -185,6 +193,7 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		{ "mode", required_argument, NULL, OPT_MODE },
 		{ "kernel", no_argument, NULL, OPT_KERNEL },
 		{ "native", no_argument, NULL, OPT_NATIVE },
+		{ "no-args", no_argument, NULL, OPT_NO_ARGS },
 		{ "backend", required_argument, NULL, OPT_BACKEND },
 		{ "stack-size", required_argument, NULL, OPT_STACK },
 		{ "duration", required_argument, NULL, 'd' },
@@ -249,6 +258,9 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 			break;
 		case OPT_KERNEL:
 			o->sampler.kernel_stacks = true;
+			break;
+		case OPT_NO_ARGS:
+			o->sampler.read_args = false;
 			break;
 		case OPT_NATIVE:
 			o->native = true;
@@ -320,6 +332,7 @@ int main(int argc, char **argv)
 	struct cli_opts opts = {
 		.sampler = {
 			.frequency_hz = 1000,
+			.read_args = true,
 			.mode = SAMPLER_MODE_WALL,
 			.stack_bytes = 16384,
 		},

@@ -149,6 +149,8 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "kernel_read_errors", st.kernel_read_errors);
 	trace__note(s->trace, "kernel_cut_stacks", st.kernel_cut_stacks);
 	trace__note(s->trace, "exits_assumed", st.exits_assumed);
+	trace__note(s->trace, "frames_args_not_kept", st.args_not_kept);
+	trace__note(s->trace, "args_lists_lost", sy.python_args_lost);
 	trace__note(s->trace, "kernel_empty_walks", st.kernel_empty_walks);
 	trace__note(s->trace, "kernel_threads_found", st.kernel_threads_found);
 	trace__note(s->trace, "kernel_forks_followed", st.kernel_forks_followed);

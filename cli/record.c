@@ -157,6 +157,7 @@ static void observe(struct session *s, const struct sampler_rec *r)
 		s->stack[n].func = symbolizer__wait_marker(s->sym, r, s->stack, (uint32_t)n);
 		s->stack[n].line = 0;
 		s->stack[n].callsite = 0;
+		s->stack[n].args = 0;
 		if (s->stack[n].func)
 			n++;
 	}

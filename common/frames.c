@@ -16,6 +16,7 @@ struct frame_table {
 	struct frame_entry *entries; /* entries[id - 1] */
 	uint32_t count, capacity;
 	struct hashmap *by_hash; /* hash -> first id, stored as a pointer-sized integer */
+	struct args_table *args;
 };
 
 static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
@@ -53,7 +54,10 @@ struct frame_table *frame_table__new(void)
 	if (!table)
 		return NULL;
 	table->by_hash = hashmap__new();
-	if (!table->by_hash) {
+	table->args = args_table__new();
+	if (!table->by_hash || !table->args) {
+		hashmap__free(table->by_hash);
+		args_table__free(table->args);
 		free(table);
 		errno = ENOMEM;
 		return NULL;
@@ -73,6 +77,7 @@ void frame_table__free(struct frame_table *table)
 	}
 	free(table->entries);
 	hashmap__free(table->by_hash);
+	args_table__free(table->args);
 	free(table);
 }
 
@@ -151,4 +156,9 @@ const char *frame_kind__name(enum frame_kind kind)
 	};
 
 	return kind < FRAME_KIND_COUNT ? names[kind] : "unknown";
+}
+
+struct args_table *frame_table__args(const struct frame_table *table)
+{
+	return table->args;
 }

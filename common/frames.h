@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "args.h"
+
 enum frame_kind {
 	FRAME_PYTHON,
 	FRAME_NATIVE,
@@ -36,6 +38,9 @@ uint32_t frame_table__intern(struct frame_table *table, const struct frame_info 
 
 /* Returns the frame with @id, borrowed until the table is freed, or NULL for a bad id. */
 const struct frame_info *frame_table__get(const struct frame_table *table, uint32_t id);
+
+/* The argument lists shown with the table's frames (trace_frame.args), owned by it. */
+struct args_table *frame_table__args(const struct frame_table *table);
 
 /* "python", "native", "kernel" or "off-cpu": the slice category for @kind. */
 const char *frame_kind__name(enum frame_kind kind);

@@ -110,6 +110,74 @@ static int read_bytes_object(const struct cpython_layout *l, const struct cpytho
 	return 0;
 }
 
+/*
+ * The names of the first parameters (positional, then keyword-only): the first names of
+ * co_varnames (co_localsplusnames from 3.11). Left unnamed (nparams 0) when unreadable.
+ */
+static void read_params(const struct cpython_layout *l, const struct cpython_mem *mem,
+			uint64_t code, struct cpython_code *out)
+{
+	int32_t counts[3]; /* co_argcount, co_posonlyargcount, co_kwonlyargcount */
+	uint64_t names, items[CPYTHON_MAX_ARGS];
+	uint32_t i, n;
+
+	if (!l->code_argcount || !l->code_varnames ||
+	    mem->read(mem->ctx, code + l->code_argcount, counts, sizeof(counts)) || counts[0] < 0 ||
+	    counts[2] < 0 || counts[0] > 65535 || counts[2] > 65535)
+		return;
+	n = (uint32_t)counts[0] + (uint32_t)counts[2];
+	if (n > CPYTHON_MAX_ARGS)
+		n = CPYTHON_MAX_ARGS;
+	if (!n || mem->read(mem->ctx, code + l->code_varnames, &names, 8) || !names ||
+	    mem->read(mem->ctx, names + l->tuple_items, items, n * sizeof(items[0])))
+		return;
+	for (i = 0; i < n; i++) {
+		if (cpython_read_string(l, mem, items[i], out->params[i], sizeof(out->params[i])))
+			return;
+	}
+	out->nparams = (uint8_t)n;
+}
+
+#define MAX_LOCALS_SEARCHED 64
+
+/*
+ * Whether the code object is a pool worker's loop whose task locals the trace reads
+ * (multiprocessing.pool.worker), and where those locals are: found by name.
+ */
+static void find_task_locals(const struct cpython_layout *l, const struct cpython_mem *mem,
+			     uint64_t code, struct cpython_code *out)
+{
+	static const char *const wanted[CPYTHON_TASK_LOCALS] = { "job", "i" };
+	static const char suffix[] = "/multiprocessing/pool.py";
+	uint64_t names, items[MAX_LOCALS_SEARCHED];
+	size_t flen = strlen(out->filename);
+	int64_t count;
+	unsigned found = 0, i, k;
+	char name[16];
+
+	if (strcmp(out->name, "worker") || flen < sizeof(suffix) - 1 ||
+	    strcmp(out->filename + flen - (sizeof(suffix) - 1), suffix) || !l->code_varnames ||
+	    mem->read(mem->ctx, code + l->code_varnames, &names, 8) || !names ||
+	    mem->read(mem->ctx, names + 16, &count, 8) || count <= 0)
+		return;
+	if (count > MAX_LOCALS_SEARCHED)
+		count = MAX_LOCALS_SEARCHED;
+	if (mem->read(mem->ctx, names + l->tuple_items, items, (size_t)count * 8))
+		return;
+	for (i = 0; i < (unsigned)count; i++) {
+		if (cpython_read_string(l, mem, items[i], name, sizeof(name)))
+			continue;
+		for (k = 0; k < CPYTHON_TASK_LOCALS; k++) {
+			if (!strcmp(name, wanted[k]) && !(found & 1u << k)) {
+				out->task_slots[k] = (uint16_t)i;
+				found |= 1u << k;
+			}
+		}
+	}
+	if (found == (1u << CPYTHON_TASK_LOCALS) - 1)
+		out->task_kind = CPYTHON_TASK_MP_POOL;
+}
+
 int cpython_read_code(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t code,
 		      struct cpython_code *out)
 {
@@ -130,6 +198,8 @@ int cpython_read_code(const struct cpython_layout *l, const struct cpython_mem *
 	if (err)
 		return err;
 	out->firstlineno = firstlineno > 0 ? (uint32_t)firstlineno : 0;
+	read_params(l, mem, code, out);
+	find_task_locals(l, mem, code, out);
 	/* Without a line table the function is still named; lines fall back to the first. */
 	read_bytes_object(l, mem, linetable, &out->linetable, &out->linetable_len);
 	return 0;

@@ -15,6 +15,24 @@
 
 #define CPYTHON_MAX_FRAMES 1024
 #define CPYTHON_MAX_THREADS 4096
+#define CPYTHON_MAX_ARGS 8  /* parameters read per frame: positional, then keyword-only */
+#define CPYTHON_ARG_TEXT 64 /* bytes of a str's or a bytes' contents kept */
+#define CPYTHON_PARAM_NAME 48
+
+/*
+ * Pool workers whose tasks the trace tells apart: the loop's frame has locals that say
+ * which task it runs (multiprocessing.pool.worker: job and i), read with it as arguments
+ * of index CPYTHON_ARG_TASK + which.
+ */
+enum cpython_task_kind {
+	CPYTHON_TASK_NONE,
+	CPYTHON_TASK_MP_POOL, /* multiprocessing.pool.worker: job, i */
+};
+#define CPYTHON_TASK_LOCALS 2
+#define CPYTHON_ARG_TASK 0x80
+#define CPYTHON_TASK_CODES 2 /* per process */
+
+struct cpython_types;
 
 enum cpython_instr {
 	CPYTHON_LASTI_BYTES, /* 3.8, 3.9: f_lasti in bytes */
@@ -83,6 +101,12 @@ struct cpython_layout {
 	uint64_t module_dict;
 	uint64_t long_size, long_digits; /* ob_size before 3.12, lv_tag after */
 	bool long_tagged;
+	/* Arguments (cpython/args.c): where a frame's locals and a code's parameters are. */
+	uint64_t frame_localsplus; /* a frame's fast locals, parameters first */
+	uint64_t code_argcount;	   /* int co_argcount; co_kwonlyargcount 8 bytes on */
+	uint64_t code_varnames;	   /* co_varnames (<= 3.10) or co_localsplusnames: a tuple */
+	uint64_t tuple_items, float_value, dict_used, set_used;
+	uint64_t function_code; /* PyFunctionObject.func_code */
 };
 
 /* How to read the target's memory: @read returns 0 when all @len bytes were read. */
@@ -111,25 +135,32 @@ int cpython_decode_debug_offsets(const uint8_t *image, size_t len, unsigned mino
 /*
  * Looks in the ELF file at @path for _PyRuntime in .dynsym (never running the file).
  * On success stores its file address (before load bias), the minor version (from
- * Py_Version, else the file name; 0 when unknown) and whether the file is ET_EXEC.
+ * Py_Version, else the file name; 0 when unknown), whether the file is ET_EXEC and, when
+ * @types is not NULL, the file addresses of the built-in types (0 for those not found).
  * -ENOENT when the file holds no CPython runtime.
  */
-int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *minor, bool *is_exec);
+int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *minor, bool *is_exec,
+			 struct cpython_types *types);
 
 /*
  * For an executable mapping of @path at @start (file offset @pgoff): when the file is
  * CPython's interpreter or libpython, the address of _PyRuntime in that process and
- * the minor version (0 when unknown). -ENOENT otherwise.
+ * the minor version (0 when unknown), and where the built-in types are (@types may be
+ * NULL). -ENOENT otherwise.
  */
 int cpython_locate(const char *path, uint64_t start, uint64_t pgoff, uint64_t *runtime,
-		   unsigned *minor);
+		   unsigned *minor, struct cpython_types *types);
 
 /* What a code object says about itself. Strings are UTF-8, truncated, NUL-terminated. */
 struct cpython_code {
 	char name[256]; /* qualified name from 3.11 */
 	char filename[512];
 	uint32_t firstlineno;
-	uint8_t *linetable; /* malloc'd copy; caller frees */
+	uint8_t nparams; /* positional and keyword-only parameters named below (at most 8) */
+	char params[CPYTHON_MAX_ARGS][CPYTHON_PARAM_NAME];
+	enum cpython_task_kind task_kind;	  /* a pool worker's loop, or NONE */
+	uint16_t task_slots[CPYTHON_TASK_LOCALS]; /* ... the slots of its task's locals */
+	uint8_t *linetable;			  /* malloc'd copy; caller frees */
 	uint32_t linetable_len;
 };
 
@@ -147,6 +178,150 @@ struct cpython_code_entry {
 };
 
 struct cpython_codes; /* the cache: shared by a process and its forked children */
+
+/*
+ * Arguments (cpython/args.c): the values of a frame's parameters, read with the frame (in
+ * the kernel, or from outside) as raw bytes, and decoded later without the process.
+ */
+
+/* Built-in types a value is shown by, and None; their addresses in a process. */
+enum cpython_type_id {
+	CPYTHON_TYPE_INT,
+	CPYTHON_TYPE_BOOL,
+	CPYTHON_TYPE_FLOAT,
+	CPYTHON_TYPE_STR,
+	CPYTHON_TYPE_BYTES,
+	CPYTHON_TYPE_TUPLE,
+	CPYTHON_TYPE_LIST,
+	CPYTHON_TYPE_DICT,
+	CPYTHON_TYPE_SET,
+	CPYTHON_TYPE_FROZENSET,
+	CPYTHON_NONE, /* the None object itself */
+	CPYTHON_TYPE_COUNT,
+};
+
+/* Their addresses in one process (0: not known; such values show by type name). */
+struct cpython_types {
+	uint64_t addr[CPYTHON_TYPE_COUNT];
+};
+
+enum cpython_arg_flags {
+	CPYTHON_ARG_UNBOUND = 1,    /* the slot was empty (deleted, or a cell's) */
+	CPYTHON_ARG_UNREADABLE = 2, /* the object could not be read */
+};
+
+/*
+ * One parameter's value as read with its frame (by the kernel, or by a walk from
+ * outside): the object's first bytes, undecoded, followed by text_len bytes of a str's
+ * or a bytes' contents (as stored) padded to 8 bytes. A frame's arguments are records
+ * one after the other. The layout of bpf/pytrace_bpf.h's struct pytrace_raw_arg.
+ */
+struct cpython_raw_arg {
+	uint8_t frame;	  /* the kernel's index of the frame; not used here */
+	uint8_t index;	  /* the parameter's position */
+	uint8_t flags;	  /* enum cpython_arg_flags */
+	uint8_t text_len; /* at most CPYTHON_ARG_TEXT */
+	uint32_t pad;
+	uint64_t object;   /* its address */
+	uint64_t words[4]; /* its bytes 8 to 40: the type, then size and value */
+};
+
+#define CPYTHON_RAW_ARG_MAX (sizeof(struct cpython_raw_arg) + CPYTHON_ARG_TEXT)
+
+/* The bytes an argument takes with its text. */
+static inline size_t cpython_raw_arg_size(const struct cpython_raw_arg *a)
+{
+	return sizeof(*a) + ((a->text_len + 7u) & ~7u);
+}
+
+/*
+ * The next argument of the @len bytes at @p, from *@at on: a copy in @a and its text in
+ * *@text. False at the end, or when the bytes are not whole records.
+ */
+bool cpython_next_arg(const uint8_t *p, uint32_t len, uint32_t *at, struct cpython_raw_arg *a,
+		      const uint8_t **text);
+
+/* Where a walk appends the arguments it reads: raw records. */
+struct cpython_args_out {
+	uint8_t *buf;
+	uint32_t size, used;
+};
+
+enum cpython_value_kind {
+	CPYTHON_VALUE_INT,
+	CPYTHON_VALUE_BIG_INT, /* an int beyond 64 bits: not shown */
+	CPYTHON_VALUE_BOOL,
+	CPYTHON_VALUE_FLOAT,
+	CPYTHON_VALUE_NONE,
+	CPYTHON_VALUE_STR,
+	CPYTHON_VALUE_BYTES,
+	CPYTHON_VALUE_SIZED, /* a tuple, list, dict, set or frozenset: its length */
+	CPYTHON_VALUE_OTHER, /* anything else: its type, named by cpython_type_name() */
+	CPYTHON_VALUE_UNBOUND,
+	CPYTHON_VALUE_UNREADABLE,
+};
+
+struct cpython_value {
+	enum cpython_value_kind kind;
+	int64_t i;			     /* INT, BOOL (0, 1); STR, BYTES, SIZED: the length */
+	double f;			     /* FLOAT */
+	uint64_t type;			     /* the type's address */
+	enum cpython_type_id sized;	     /* SIZED: which */
+	char text[4 * CPYTHON_ARG_TEXT + 1]; /* STR: UTF-8; BYTES: printable, escaped */
+	bool cut;			     /* STR, BYTES: longer than @text */
+};
+
+/*
+ * Decodes an argument read with @l's layout, knowing the types @t; @text is its text. Never fails: what can't be trusted is UNREADABLE (a size out of range,
+ * a str's state that makes no sense).
+ */
+void cpython_arg_value(const struct cpython_layout *l, const struct cpython_types *t,
+		       const struct cpython_raw_arg *a, const uint8_t *text,
+		       struct cpython_value *v);
+
+/*
+ * Clears what of @a its value does not depend on (an object's other fields, a str's hash
+ * computed later), so that equal values read at two moments have equal bytes.
+ */
+void cpython_arg_canonical(const struct cpython_layout *l, const struct cpython_types *t,
+			   struct cpython_raw_arg *a);
+
+/*
+ * Reads the values of the parameters of the frame at @frame, whose code object is at
+ * @code, as the kernel does (see bpf/pytrace.bpf.c): up to CPYTHON_MAX_ARGS of them,
+ * appended to @out as room allows. Returns how many, or -EFAULT.
+ */
+int cpython_read_args(const struct cpython_layout *l, const struct cpython_mem *mem,
+		      const struct cpython_types *t, uint64_t frame, uint64_t code,
+		      struct cpython_args_out *out);
+
+/*
+ * The same in two steps, for a walk that read the code's counts and the frame's slots
+ * with what it reads anyway: how many parameters are read of a code whose co_argcount,
+ * co_posonlyargcount and co_kwonlyargcount are @counts (-EFAULT: none has those), then
+ * the values of the @n objects in @slots.
+ */
+int cpython_param_count(const int32_t counts[3]);
+int cpython_read_arg_slots(const struct cpython_layout *l, const struct cpython_mem *mem,
+			   const struct cpython_types *t, const uint64_t *slots, uint32_t n,
+			   struct cpython_args_out *out);
+
+/*
+ * Reads the task locals at @slots of a pool worker's frame at @frame, as arguments of
+ * index CPYTHON_ARG_TASK + which, appended to @out. Returns how many (0 when the frame
+ * can't be read or there is no room).
+ */
+int cpython_read_task_locals(const struct cpython_layout *l, const struct cpython_mem *mem,
+			     const struct cpython_types *t, uint64_t frame,
+			     const uint16_t slots[CPYTHON_TASK_LOCALS],
+			     struct cpython_args_out *out);
+
+/* What task local @which of a pool worker of @kind shows as ("pool_task" ...). */
+const char *cpython_task_local_name(enum cpython_task_kind kind, unsigned which);
+
+/* The name (tp_name) of the type at @type. 0 or -errno. */
+int cpython_read_type_name(const struct cpython_layout *l, const struct cpython_mem *mem,
+			   uint64_t type, char *buf, size_t size);
 
 /* A Python process: its runtime and layout, shared (refcounted) by whoever reads it. */
 struct cpython_gil_addrs {
@@ -167,9 +342,19 @@ struct cpython_process {
 	uint64_t threads_read_ns;
 	struct cpython_codes *codes;
 	uint64_t codes_read, codes_unreadable;
-	uint64_t code_type;	     /* PyCode_Type's address, once seen */
-	uint64_t threads_generation; /* bumped each time the thread list is read */
-	uint64_t since_ns;	     /* the caller's: when it was found */
+	struct cpython_types types; /* where the built-in types are (for arguments) */
+	/* Pool worker loops seen (their code objects), whose task locals walks read too. */
+	struct cpython_task_code {
+		uint64_t code;
+		uint16_t slots[CPYTHON_TASK_LOCALS];
+	} task_codes[CPYTHON_TASK_CODES];
+	uint32_t ntask_codes;
+	uint32_t task_codes_sent;     /* the caller's: how many it passed on */
+	uint64_t task_codes_tried_ns; /* the caller's: when it last looked for them */
+	bool pool_child;	      /* the caller's: started by multiprocessing (forks too) */
+	uint64_t code_type;	      /* PyCode_Type's address, once seen */
+	uint64_t threads_generation;  /* bumped each time the thread list is read */
+	uint64_t since_ns;	      /* the caller's: when it was found */
 	/* Where its GIL is (cpython_gil_addrs()), once a caller found it. */
 	struct cpython_gil_addrs gil;
 	bool gil_known;
@@ -215,6 +400,9 @@ struct cpython_frame {
 	uint64_t fingerprint; /* co_filename and co_name pointers, to catch a reused address */
 	int32_t lasti;	      /* instruction offset in bytes, -1 before the first */
 	bool entry;	      /* the first frame run by its C-level eval call */
+	uint16_t args_len;    /* its arguments' raw records read with it: their bytes, */
+	uint32_t args_at;     /* ... at this offset of the walk's buffer (cpython_walk_args) */
+	uint32_t args;	      /* free for the caller: the sampler keeps an id of them here */
 };
 
 /* Reads of a running thread's chain before giving up with -EAGAIN (see cpython_walk). */
@@ -232,6 +420,11 @@ struct cpython_frame {
 int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
 		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max);
 
+/* cpython_walk() that also reads each frame's arguments into @args (NULL: none). */
+int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
+		      uint64_t now_ns, struct cpython_frame *frames, uint32_t max,
+		      struct cpython_args_out *args);
+
 /*
  * Turns frames read elsewhere (the kernel, at a context switch) into walked frames:
  * drops shim frames, marks entry frames, computes instruction offsets. @code, @instr and
@@ -240,9 +433,35 @@ int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint3
 struct cpython_raw_frame {
 	uint64_t code, fingerprint, instr;
 	uint8_t owner;
+	uint16_t args_len; /* its arguments' raw records: bytes at args_at of the event */
+	uint32_t args_at;
+	uint32_t args; /* passed on to cpython_frame.args */
 };
 int cpython_frames_from_raw(const struct cpython_layout *l, const struct cpython_raw_frame *raw,
 			    uint32_t nraw, struct cpython_frame *frames, uint32_t max);
+
+/*
+ * Reads the names of the types of the raw arguments in the @len bytes at @args (other
+ * than the built-ins) that the process's
+ * cache lacks; cpython_type_name() then gives one (NULL when not read), as long as @p
+ * lives. A type freed and another made at its address keeps the first name.
+ */
+void cpython_read_type_names(struct cpython_process *p, const struct cpython_mem *mem,
+			     const uint8_t *args, uint32_t len);
+const char *cpython_type_name(const struct cpython_process *p, uint64_t type);
+
+/*
+ * Whether everything cpython_read_codes() would read for these frames is read already
+ * (then they need not be kept for it).
+ */
+bool cpython_all_read(struct cpython_process *p, const struct cpython_frame *frames, uint32_t n);
+
+/*
+ * Looks for the pool worker loops in the process's modules (multiprocessing.pool.worker),
+ * so that walks read their task locals before one of their frames was seen. 0 when
+ * found, -ENOENT when the module isn't imported (yet), or -errno.
+ */
+int cpython_find_task_codes(struct cpython_process *p, const struct cpython_mem *mem);
 
 /* Reads the code objects of walked frames that the process's cache lacks. */
 void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem,

@@ -44,7 +44,27 @@ static unsigned minor_from_py_version(Elf *elf, uint64_t vaddr)
 	return 0;
 }
 
-int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *minor, bool *is_exec)
+/* The symbols of enum cpython_type_id, in its order. */
+static const char *const type_symbols[CPYTHON_TYPE_COUNT] = {
+	"PyLong_Type",	"PyBool_Type",	    "PyFloat_Type",   "PyUnicode_Type",
+	"PyBytes_Type", "PyTuple_Type",	    "PyList_Type",    "PyDict_Type",
+	"PySet_Type",	"PyFrozenSet_Type", "_Py_NoneStruct",
+};
+
+static void note_type(const char *name, uint64_t value, struct cpython_types *types)
+{
+	int i;
+
+	if (!types || (name[0] != 'P' && name[0] != '_'))
+		return;
+	for (i = 0; i < CPYTHON_TYPE_COUNT; i++) {
+		if (!strcmp(name, type_symbols[i]))
+			types->addr[i] = value;
+	}
+}
+
+int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *minor, bool *is_exec,
+			 struct cpython_types *types)
 {
 	uint64_t runtime = 0, py_version = 0;
 	Elf_Scn *scn = NULL;
@@ -53,6 +73,8 @@ int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *mi
 	Elf *elf;
 
 	elf_version(EV_CURRENT);
+	if (types)
+		memset(types, 0, sizeof(*types));
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -81,6 +103,8 @@ int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *mi
 				runtime = sym.st_value;
 			else if (!strcmp(name, "Py_Version"))
 				py_version = sym.st_value;
+			else
+				note_type(name, sym.st_value, types);
 		}
 	}
 	if (!runtime)
@@ -108,21 +132,26 @@ static bool may_hold_runtime(const char *path)
 }
 
 int cpython_locate(const char *path, uint64_t start, uint64_t pgoff, uint64_t *runtime,
-		   unsigned *minor)
+		   unsigned *minor, struct cpython_types *types)
 {
+	struct cpython_types found;
 	uint64_t vaddr, bias;
 	bool is_exec, exec2;
-	int err;
+	int err, i;
 
 	if (path[0] != '/' || !may_hold_runtime(path))
 		return -ENOENT;
-	err = cpython_find_runtime(path, &vaddr, minor, &is_exec);
+	err = cpython_find_runtime(path, &vaddr, minor, &is_exec, &found);
 	if (err)
 		return err;
 	err = elf_load_bias(path, start, pgoff, &bias, &exec2);
 	if (err)
 		return err;
 	*runtime = is_exec ? vaddr : bias + vaddr;
+	for (i = 0; types && i < CPYTHON_TYPE_COUNT; i++)
+		types->addr[i] = !found.addr[i] ? 0
+				 : is_exec	? found.addr[i]
+						: bias + found.addr[i];
 	return 0;
 }
 
@@ -138,6 +167,7 @@ struct cpython_process *cpython_process__find(pid_t pid)
 		return NULL;
 	while (!p && fgets(line, sizeof(line), f)) {
 		unsigned long long start, end, off;
+		struct cpython_types types;
 		uint64_t runtime;
 		unsigned minor;
 		int name_at = 0;
@@ -149,8 +179,11 @@ struct cpython_process *cpython_process__find(pid_t pid)
 			continue;
 		name = line + name_at;
 		name[strcspn(name, "\n")] = '\0';
-		if (!cpython_locate(name, start, off, &runtime, &minor))
+		if (!cpython_locate(name, start, off, &runtime, &minor, &types)) {
 			p = cpython_process__new(pid, runtime, minor);
+			if (p)
+				p->types = types;
+		}
 	}
 	fclose(f);
 	if (!p)

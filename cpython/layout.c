@@ -14,7 +14,8 @@
 	.bytes_size = 16, .bytes_sval = 32, .names_supported = true, .gil_last_holder = 8,         \
 	.gil_locked = 16, .gil_cond = 32, .gil_mutex = 80, .gil_switch_cond = 120,                 \
 	.type_flags = 168, .type_basicsize = 32, .type_dictoffset = 288, .dict_keys = 32,          \
-	.dict_values = 40, .module_dict = 16, .long_size = 16, .long_digits = 24
+	.dict_values = 40, .module_dict = 16, .long_size = 16, .long_digits = 24,                  \
+	.tuple_items = 24, .float_value = 16, .dict_used = 16, .set_used = 24
 
 static const struct cpython_layout layout_38_39 = {
 	.runtime_interpreters_head = 32,
@@ -28,6 +29,10 @@ static const struct cpython_layout layout_38_39 = {
 	.frame_code = 32,
 	.frame_instr = 104,
 	.frame_live = 116,
+	.frame_localsplus = 360,
+	.function_code = 16,
+	.code_argcount = 16,
+	.code_varnames = 72,
 	.live = CPYTHON_LIVE_EXECUTING,
 	.dicts = CPYTHON_DICTS_38,
 	.managed = CPYTHON_MANAGED_NONE,
@@ -57,6 +62,10 @@ static const struct cpython_layout layout_310 = {
 	.frame_code = 32,
 	.frame_instr = 96,
 	.frame_live = 108,
+	.frame_localsplus = 352,
+	.function_code = 48,
+	.code_argcount = 16,
+	.code_varnames = 72,
 	.live = CPYTHON_LIVE_STATE,
 	.interp_modules = 856,
 	.runtime_gil = 352,
@@ -93,6 +102,10 @@ static const struct cpython_layout layout_311 = {
 	.frame_instr = 56,
 	.frame_owner = 69,
 	.frame_is_entry = 68,
+	.frame_localsplus = 72,
+	.function_code = 48,
+	.code_argcount = 56,
+	.code_varnames = 96,
 	.interp_modules = 888,
 	.runtime_gil = 360,
 	.heaptype_cached_keys = 872,
@@ -135,6 +148,10 @@ static const struct cpython_layout layout_312 = {
 	.frame_code = 0,
 	.frame_instr = 56,
 	.frame_owner = 70,
+	.frame_localsplus = 72,
+	.function_code = 48,
+	.code_argcount = 52,
+	.code_varnames = 96,
 	.frame_size = 72,
 	.owner_first_skipped = 3,
 	.instr = CPYTHON_PREV_INSTR,
@@ -323,6 +340,9 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 	 */
 	l->long_tagged = true;
 	l->dicts = CPYTHON_DICTS_311;
+	l->dict_used = 16; /* ma_used and a set's used: the same from 3.8 to 3.14 */
+	l->set_used = 24;
+	l->function_code = 48; /* func_code after globals, builtins, name, qualname */
 	if (!plausible(l->gil_locked) || !plausible(l->gil_last_holder))
 		l->interp_gil = 0; /* the GIL is not read; frames still are */
 	if (minor == 13) {
@@ -377,6 +397,11 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 		(l)->dict_values = (d)->dict_object.ma_values;                                     \
 		(l)->long_size = (d)->long_object.lv_tag;                                          \
 		(l)->long_digits = (d)->long_object.ob_digit;                                      \
+		(l)->frame_localsplus = (d)->interpreter_frame.localsplus;                         \
+		(l)->code_argcount = (d)->code_object.argcount;                                    \
+		(l)->code_varnames = (d)->code_object.localsplusnames;                             \
+		(l)->tuple_items = (d)->tuple_object.ob_item;                                      \
+		(l)->float_value = (d)->float_object.ob_fval;                                      \
 	} while (0)
 
 static bool layout_plausible(const struct cpython_layout *l)
@@ -406,6 +431,11 @@ static bool layout_plausible(const struct cpython_layout *l)
 		l->unicode_ascii_size,
 		l->bytes_size,
 		l->bytes_sval,
+		l->frame_localsplus,
+		l->code_argcount,
+		l->code_varnames,
+		l->tuple_items,
+		l->float_value,
 	};
 	size_t i;
 

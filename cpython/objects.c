@@ -3,17 +3,13 @@
 #include <string.h>
 
 #include "cpython.h"
+#include "internal.h"
 
 #define TPFLAGS_INLINE_VALUES (1UL << 2) /* 3.13+ */
 #define TPFLAGS_MANAGED_DICT (1UL << 4)	 /* 3.11+ */
 #define ENTRIES_PER_READ 64
 #define MAX_KEY_CHARS 256
 #define MAX_STR_HEAD 64 /* sizeof(PyASCIIObject): 48 before 3.12, 40 after */
-
-static int read_u64(const struct cpython_mem *mem, uint64_t addr, uint64_t *v)
-{
-	return mem->read(mem->ctx, addr, v, sizeof(*v));
-}
 
 /* Whether the object at @obj has a type named @name (the type pointer is read, not trusted). */
 static bool type_is(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t obj,
@@ -23,8 +19,8 @@ static bool type_is(const struct cpython_layout *l, const struct cpython_mem *me
 	char got[16];
 	size_t len = strlen(name) + 1;
 
-	if (!obj || len > sizeof(got) || read_u64(mem, obj + l->object_type, &type) || !type ||
-	    read_u64(mem, type + l->type_name, &tp_name) || !tp_name ||
+	if (!obj || len > sizeof(got) || cpython_read_u64(mem, obj + l->object_type, &type) ||
+	    !type || cpython_read_u64(mem, type + l->type_name, &tp_name) || !tp_name ||
 	    mem->read(mem->ctx, tp_name, got, len))
 		return false;
 	return !memcmp(got, name, len);
@@ -120,7 +116,7 @@ static int keys_slice(const struct cpython_layout *l, const struct cpython_mem *
 		memcpy(&key, buf + k * v->entry_size + v->key_at, 8);
 		memcpy(&value, buf + k * v->entry_size + v->value_at, 8);
 		if (values && key &&
-		    read_u64(mem, values + l->values_items + 8 * (start + k), &value))
+		    cpython_read_u64(mem, values + l->values_items + 8 * (start + k), &value))
 			return -EFAULT;
 		if (key && value)
 			items[n++] = (struct cpython_dict_item){ key, value };
@@ -181,8 +177,8 @@ static int dict_parts(const struct cpython_layout *l, const struct cpython_mem *
 {
 	if (!type_is(l, mem, dict, "dict"))
 		return -EINVAL;
-	if (read_u64(mem, dict + l->dict_keys, keys) ||
-	    read_u64(mem, dict + l->dict_values, values))
+	if (cpython_read_u64(mem, dict + l->dict_keys, keys) ||
+	    cpython_read_u64(mem, dict + l->dict_values, values))
 		return -EFAULT;
 	return 0;
 }
@@ -211,7 +207,7 @@ static int shared_keys_get(const struct cpython_layout *l, const struct cpython_
 {
 	uint64_t keys;
 
-	if (read_u64(mem, type + l->heaptype_cached_keys, &keys))
+	if (cpython_read_u64(mem, type + l->heaptype_cached_keys, &keys))
 		return -EFAULT;
 	return keys ? keys_get(l, mem, keys, values, name, value) : -ENOENT;
 }
@@ -225,11 +221,12 @@ static int managed_attr(const struct cpython_layout *l, const struct cpython_mem
 
 	switch (l->managed) {
 	case CPYTHON_MANAGED_311:
-		if (read_u64(mem, obj - 32, &values) || read_u64(mem, obj - 24, &dict))
+		if (cpython_read_u64(mem, obj - 32, &values) ||
+		    cpython_read_u64(mem, obj - 24, &dict))
 			return -EFAULT;
 		break;
 	case CPYTHON_MANAGED_312:
-		if (read_u64(mem, obj - 24, &dict))
+		if (cpython_read_u64(mem, obj - 24, &dict))
 			return -EFAULT;
 		if (dict & 1) {
 			values = dict + 1; /* _PyDictOrValues_GetValues */
@@ -237,12 +234,12 @@ static int managed_attr(const struct cpython_layout *l, const struct cpython_mem
 		}
 		break;
 	case CPYTHON_MANAGED_313:
-		if (read_u64(mem, obj - 24, &dict))
+		if (cpython_read_u64(mem, obj - 24, &dict))
 			return -EFAULT;
 		if (dict || !(flags & TPFLAGS_INLINE_VALUES))
 			break;
 		/* Inline values right after the object; "valid" is their fourth byte. */
-		if (read_u64(mem, type + l->type_basicsize, &basicsize) || basicsize < 16 ||
+		if (cpython_read_u64(mem, type + l->type_basicsize, &basicsize) || basicsize < 16 ||
 		    basicsize > 4096 || mem->read(mem->ctx, obj + basicsize + 3, &valid, 1))
 			return -EFAULT;
 		if (valid)
@@ -264,8 +261,8 @@ int cpython_attr_get(const struct cpython_layout *l, const struct cpython_mem *m
 
 	if (!l->names_supported)
 		return -ENOTSUP;
-	if (!obj || read_u64(mem, obj + l->object_type, &type) || !type ||
-	    read_u64(mem, type + l->type_flags, &flags))
+	if (!obj || cpython_read_u64(mem, obj + l->object_type, &type) || !type ||
+	    cpython_read_u64(mem, type + l->type_flags, &flags))
 		return -EFAULT;
 	if (l->managed != CPYTHON_MANAGED_NONE && (flags & TPFLAGS_MANAGED_DICT))
 		return managed_attr(l, mem, obj, type, flags, name, value);
@@ -274,7 +271,7 @@ int cpython_attr_get(const struct cpython_layout *l, const struct cpython_mem *m
 	/* Negative offsets (from the end of a variable-sized object) are not followed. */
 	if (dictoffset <= 0 || dictoffset > 4096)
 		return -ENOENT;
-	if (read_u64(mem, obj + (uint64_t)dictoffset, &dict))
+	if (cpython_read_u64(mem, obj + (uint64_t)dictoffset, &dict))
 		return -EFAULT;
 	return dict ? cpython_dict_get(l, mem, dict, name, value) : -ENOENT;
 }
@@ -288,7 +285,7 @@ int cpython_read_ulong(const struct cpython_layout *l, const struct cpython_mem 
 
 	if (!type_is(l, mem, obj, "int") && !type_is(l, mem, obj, "bool"))
 		return -EINVAL;
-	if (read_u64(mem, obj + l->long_size, &head))
+	if (cpython_read_u64(mem, obj + l->long_size, &head))
 		return -EFAULT;
 	if (l->long_tagged) {
 		/* lv_tag: digit count << 3 | sign (0 positive, 1 zero, 2 negative). */

@@ -1,4 +1,4 @@
-/* A Python process: finding its threads and walking their frame chains. */
+/* A Python process: its code objects, its threads, their states. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +6,7 @@
 
 #include "../common/hashmap.h"
 #include "cpython.h"
+#include "internal.h"
 
 #define MAX_CODES_PER_ADDRESS 4
 
@@ -14,6 +15,7 @@ struct cpython_codes {
 	struct hashmap *by_address; /* code address -> newest struct cpython_code_entry */
 	/* Entries pushed out of a chain: still referenced, maybe, until the cache goes. */
 	struct cpython_code_entry *retired;
+	struct hashmap *type_names; /* type address -> its tp_name, malloc'd */
 };
 
 static struct cpython_codes *codes__new(void)
@@ -24,7 +26,10 @@ static struct cpython_codes *codes__new(void)
 		return NULL;
 	c->refs = 1;
 	c->by_address = hashmap__new();
-	if (!c->by_address) {
+	c->type_names = hashmap__new();
+	if (!c->by_address || !c->type_names) {
+		hashmap__free(c->by_address);
+		hashmap__free(c->type_names);
 		free(c);
 		return NULL;
 	}
@@ -52,6 +57,7 @@ static void codes__put(struct cpython_codes *c)
 	if (!c || --c->refs > 0)
 		return;
 	hashmap__free_all(c->by_address, free_chain_value);
+	hashmap__free_all(c->type_names, free);
 	entry_chain_free(c->retired);
 	free(c);
 }
@@ -106,6 +112,22 @@ static bool same_code(struct cpython_process *p, const struct cpython_mem *mem, 
 	       (filename ^ (name << 1)) == fingerprint;
 }
 
+/* A pool worker's loop: its walks read its task locals from now on. */
+static void note_task_code(struct cpython_process *p, const struct cpython_code_entry *e)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->ntask_codes; i++) {
+		if (p->task_codes[i].code == e->code)
+			return;
+	}
+	if (p->ntask_codes == CPYTHON_TASK_CODES)
+		return;
+	p->task_codes[p->ntask_codes].code = e->code;
+	memcpy(p->task_codes[p->ntask_codes].slots, e->info.task_slots, sizeof(e->info.task_slots));
+	p->ntask_codes++;
+}
+
 /* Reads a code object into the cache unless it is there already. */
 static void cache_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
 		       uint64_t fingerprint)
@@ -113,8 +135,15 @@ static void cache_code(struct cpython_process *p, const struct cpython_mem *mem,
 	struct cpython_code_entry *e, *newest, *last;
 	int depth = 0;
 
-	if (!p->codes || cpython_code_lookup(p, code, fingerprint))
+	if (!p->codes)
 		return;
+	e = cpython_code_lookup(p, code, fingerprint);
+	if (e) {
+		/* Read for another process sharing the cache (a forked sibling). */
+		if (!e->unreadable && e->info.task_kind)
+			note_task_code(p, e);
+		return;
+	}
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return;
@@ -132,6 +161,8 @@ static void cache_code(struct cpython_process *p, const struct cpython_mem *mem,
 		e->unreadable = true;
 		p->codes_unreadable++;
 	}
+	if (!e->unreadable && e->info.task_kind)
+		note_task_code(p, e);
 	newest = hashmap__get(p->codes->by_address, code);
 	e->older = newest;
 	if (hashmap__set(p->codes->by_address, code, e)) {
@@ -171,7 +202,7 @@ int cpython_read_process(void *pid_ptr, uint64_t addr, void *buf, size_t len)
 		       : -EFAULT;
 }
 
-static int read_u64(const struct cpython_mem *mem, uint64_t addr, uint64_t *v)
+int cpython_read_u64(const struct cpython_mem *mem, uint64_t addr, uint64_t *v)
 {
 	return mem->read(mem->ctx, addr, v, sizeof(*v));
 }
@@ -228,6 +259,10 @@ struct cpython_process *cpython_process__fork(const struct cpython_process *pare
 	p->pid = pid;
 	p->runtime = parent->runtime;
 	p->layout = parent->layout;
+	p->types = parent->types;
+	memcpy(p->task_codes, parent->task_codes, sizeof(p->task_codes));
+	p->ntask_codes = parent->ntask_codes;
+	p->pool_child = parent->pool_child;
 	p->pthread_tid_offset = parent->pthread_tid_offset;
 	/* A forked child starts with its parent's code objects, at the same addresses. */
 	p->codes = parent->codes;
@@ -307,32 +342,34 @@ static int read_threads(struct cpython_process *p, const struct cpython_mem *mem
 		free(pthreads);
 		return -ENOMEM;
 	}
-	if (read_u64(mem, p->runtime + l->runtime_interpreters_head, &interp))
+	if (cpython_read_u64(mem, p->runtime + l->runtime_interpreters_head, &interp))
 		goto out_fail;
 	/* Bounded walks: a corrupt or cyclic list ends at the bound, never hangs. */
 	for (; interp && ninterp < MAX_INTERPRETERS; ninterp++) {
-		if (read_u64(mem, interp + l->interp_threads_head, &tstate))
+		if (cpython_read_u64(mem, interp + l->interp_threads_head, &tstate))
 			break;
 		for (guard = 0; tstate && n < CPYTHON_MAX_THREADS && guard < CPYTHON_MAX_THREADS;
 		     guard++) {
 			uint64_t id = 0;
 			uint32_t tid = 0;
 
-			if (read_u64(mem, tstate + l->tstate_interp, &check) || check != interp)
+			if (cpython_read_u64(mem, tstate + l->tstate_interp, &check) ||
+			    check != interp)
 				break; /* not a thread state of this interpreter */
 			if (l->tstate_native_thread_id) {
-				if (!read_u64(mem, tstate + l->tstate_native_thread_id, &id))
+				if (!cpython_read_u64(mem, tstate + l->tstate_native_thread_id,
+						      &id))
 					tid = (uint32_t)id;
-			} else if (!read_u64(mem, tstate + l->tstate_thread_id, &id)) {
+			} else if (!cpython_read_u64(mem, tstate + l->tstate_thread_id, &id)) {
 				tid = (uint32_t)-1; /* mapped below, once all are known */
 				pthreads[n] = id;
 			}
 			if (tid)
 				list[n++] = (struct cpython_thread){ tid, tstate };
-			if (read_u64(mem, tstate + l->tstate_next, &tstate))
+			if (cpython_read_u64(mem, tstate + l->tstate_next, &tstate))
 				break;
 		}
-		if (read_u64(mem, interp + l->interp_next, &interp))
+		if (cpython_read_u64(mem, interp + l->interp_next, &interp))
 			break;
 	}
 	if (!l->tstate_native_thread_id) {
@@ -394,10 +431,10 @@ int cpython_main_interp(const struct cpython_process *p, const struct cpython_me
 	int n;
 
 	/* The list is newest first: the main interpreter, made first, is its tail. */
-	if (read_u64(mem, p->runtime + p->layout.runtime_interpreters_head, &at) || !at)
+	if (cpython_read_u64(mem, p->runtime + p->layout.runtime_interpreters_head, &at) || !at)
 		return -EFAULT;
 	for (n = 0; n < MAX_INTERPRETERS; n++) {
-		if (read_u64(mem, at + p->layout.interp_next, &next))
+		if (cpython_read_u64(mem, at + p->layout.interp_next, &next))
 			return -EFAULT;
 		if (!next) {
 			*interp = at;
@@ -408,76 +445,90 @@ int cpython_main_interp(const struct cpython_process *p, const struct cpython_me
 	return -ELOOP;
 }
 
-static uint64_t first_frame(const struct cpython_layout *l, const struct cpython_mem *mem,
-			    uint64_t tstate)
+/* Whether @type is a built-in type of enum cpython_type_id. */
+static bool builtin_type(const struct cpython_process *p, uint64_t type)
 {
-	uint64_t frame = 0;
+	int id;
 
-	if (read_u64(mem, tstate + l->tstate_frame, &frame))
-		return 0;
-	if (l->frame_via_cframe && frame && read_u64(mem, frame + l->cframe_current_frame, &frame))
-		return 0;
-	return frame;
-}
-
-/* The instruction offset in bytes of a frame whose raw bytes are @buf. */
-static int32_t frame_lasti(const struct cpython_layout *l, const uint8_t *buf, uint64_t code)
-{
-	int32_t lasti;
-	uint64_t ptr;
-
-	switch (l->instr) {
-	case CPYTHON_LASTI_BYTES:
-		memcpy(&lasti, buf + l->frame_instr, 4);
-		return lasti;
-	case CPYTHON_LASTI_UNITS:
-		memcpy(&lasti, buf + l->frame_instr, 4);
-		return lasti < 0 ? -1 : lasti * 2;
-	default:
-		memcpy(&ptr, buf + l->frame_instr, 8);
-		if (ptr < code + l->code_adaptive || ptr - (code + l->code_adaptive) > (1u << 30))
-			return -1;
-		return (int32_t)(ptr - (code + l->code_adaptive));
+	for (id = 0; id < CPYTHON_NONE; id++) {
+		if (p->types.addr[id] == type)
+			return true;
 	}
+	return false;
 }
 
-/* The instruction offset in bytes from a frame's raw instr field (see frame_lasti). */
-static int32_t raw_lasti(const struct cpython_layout *l, uint64_t instr, uint64_t code)
+/* Whether @p walks read the task locals of the pool worker loop @e already. */
+static bool task_code_noted(const struct cpython_process *p, const struct cpython_code_entry *e)
 {
-	if (l->instr == CPYTHON_LASTI_BYTES || l->instr == CPYTHON_LASTI_UNITS) {
-		int32_t lasti = (int32_t)(uint32_t)instr;
+	uint32_t i;
 
-		return l->instr == CPYTHON_LASTI_BYTES ? lasti : (lasti < 0 ? -1 : lasti * 2);
+	for (i = 0; i < p->ntask_codes; i++) {
+		if (p->task_codes[i].code == e->code)
+			return true;
 	}
-	if (instr < code + l->code_adaptive || instr - (code + l->code_adaptive) > (1u << 30))
-		return -1;
-	return (int32_t)(instr - (code + l->code_adaptive));
+	return false;
 }
 
-int cpython_frames_from_raw(const struct cpython_layout *l, const struct cpython_raw_frame *raw,
-			    uint32_t nraw, struct cpython_frame *frames, uint32_t max)
+bool cpython_all_read(struct cpython_process *p, const struct cpython_frame *frames, uint32_t n)
 {
-	uint32_t i, n = 0;
+	uint32_t i;
 
-	for (i = 0; i < nraw && n < max; i++) {
-		if (l->frame_owner && raw[i].owner >= l->owner_first_skipped) {
-			if (n)
-				frames[n - 1].entry =
-					true; /* the frame before a shim began a call */
+	for (i = 0; i < n; i++) {
+		struct cpython_code_entry *e =
+			cpython_code_lookup(p, frames[i].code, frames[i].fingerprint);
+
+		if (!e || (!e->unreadable && e->info.task_kind && !task_code_noted(p, e)))
+			return false;
+	}
+	return true;
+}
+
+const char *cpython_type_name(const struct cpython_process *p, uint64_t type)
+{
+	return p->codes ? hashmap__get(p->codes->type_names, type) : NULL;
+}
+
+void cpython_read_type_names(struct cpython_process *p, const struct cpython_mem *mem,
+			     const uint8_t *args, uint32_t len)
+{
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	char name[CPYTHON_NAME_MAX], *copy;
+	struct cpython_raw_arg a;
+	const uint8_t *text;
+	uint32_t at = 0;
+
+	while (p->codes && cpython_next_arg(args, len, &at, &a, &text)) {
+		uint64_t type = a.words[0];
+
+		if (a.flags || !type || builtin_type(p, type) ||
+		    hashmap__get(p->codes->type_names, type))
 			continue;
-		}
-		if (!raw[i].code)
-			break;
-		frames[n].code = raw[i].code;
-		frames[n].fingerprint = raw[i].fingerprint;
-		frames[n].lasti = raw_lasti(l, raw[i].instr, raw[i].code);
-		/* Before 3.11 every frame has its own C-level call; 3.11's is_entry is not read. */
-		frames[n].entry = l->instr <= CPYTHON_LASTI_UNITS;
-		n++;
+		if (cpython_read_type_name(&p->layout, mem ? mem : &own, type, name, sizeof(name)))
+			continue;
+		copy = strdup(name);
+		if (copy && hashmap__set(p->codes->type_names, type, copy))
+			free(copy);
 	}
-	if (n)
-		frames[n - 1].entry = true;
-	return (int)n;
+}
+
+int cpython_find_task_codes(struct cpython_process *p, const struct cpython_mem *mem)
+{
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	uint64_t func, code, names[2];
+	int err;
+
+	if (!mem)
+		mem = &own;
+	err = cpython_module_global(p, mem, "multiprocessing.pool", "worker", &func);
+	if (err)
+		return err;
+	if (!p->layout.function_code ||
+	    cpython_read_u64(mem, func + p->layout.function_code, &code) || !code ||
+	    cpython_read_u64(mem, code + p->layout.code_filename, &names[0]) ||
+	    cpython_read_u64(mem, code + p->layout.code_name, &names[1]))
+		return -EFAULT;
+	cache_code(p, mem, code, names[0] ^ (names[1] << 1));
+	return p->ntask_codes ? 0 : -ENOENT;
 }
 
 void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem,
@@ -490,102 +541,18 @@ void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem
 		cache_code(p, mem ? mem : &own, frames[i].code, frames[i].fingerprint);
 }
 
-/* Whether the frame whose raw bytes are @buf is running (see cpython_layout.frame_live). */
-static bool frame_is_live(const struct cpython_layout *l, const uint8_t *buf)
+uint64_t cpython_tstate_for(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
+			    uint64_t now_ns, int *err)
 {
-	int8_t state;
+	uint64_t tstate = find_tstate(p, tid);
 
-	switch (l->live) {
-	case CPYTHON_LIVE_EXECUTING:
-		return buf[l->frame_live] == 1;
-	case CPYTHON_LIVE_STATE:
-		memcpy(&state, buf + l->frame_live, 1);
-		return state == 0 || state == 2;
-	default:
-		return true;
-	}
-}
-
-/*
- * One walk from @frame. Returns the frames read, -EAGAIN when the chain led into a frame
- * that is no longer running (the thread returned from it while we read: what we hold is
- * then a mix of its stack at two moments), or -EFAULT when a frame or its code could not
- * be read: either way the stack would be cut short, and a cut stack is never returned
- * as whole.
- */
-static int walk_chain(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t frame,
-		      struct cpython_frame *frames, uint32_t max)
-{
-	uint64_t mark = 0;
-	uint32_t n = 0, steps, power = 1, since_mark = 0;
-	uint8_t buf[4096];
-
-	for (steps = 0; frame && n < max && steps < CPYTHON_MAX_FRAMES * 2; steps++) {
-		uint64_t code, previous, names[2];
-		uint8_t owner = 0;
-
-		/* Brent's cycle check: any cycle, however long, comes back to the mark. */
-		if (frame == mark)
-			return (int)n;
-		if (++since_mark == power) {
-			mark = frame;
-			power *= 2;
-			since_mark = 0;
-		}
-		if (mem->read(mem->ctx, frame, buf, l->frame_size))
-			return -EFAULT;
-		if (!frame_is_live(l, buf))
-			return -EAGAIN;
-		memcpy(&code, buf + l->frame_code, 8);
-		memcpy(&previous, buf + l->frame_previous, 8);
-		if (l->code_tagged)
-			code &= ~(uint64_t)3;
-		if (l->frame_owner)
-			owner = buf[l->frame_owner];
-		if (owner >= l->owner_first_skipped) {
-			/* A shim: the frame before it began a C-level eval call. */
-			if (n)
-				frames[n - 1].entry = true;
-			frame = previous;
-			continue;
-		}
-		if (!code || read_u64(mem, code + l->code_filename, &names[0]) ||
-		    read_u64(mem, code + l->code_name, &names[1]))
-			return -EFAULT;
-		frames[n].code = code;
-		frames[n].fingerprint = names[0] ^ (names[1] << 1);
-		frames[n].lasti = frame_lasti(l, buf, code);
-		frames[n].entry = l->frame_is_entry ? buf[l->frame_is_entry] != 0
-						    : l->instr <= CPYTHON_LASTI_UNITS;
-		n++;
-		frame = previous;
-	}
-	if (n)
-		frames[n - 1].entry = true;
-	return (int)n;
-}
-
-int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
-		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max)
-{
-	const struct cpython_layout *l = &p->layout;
-	struct cpython_mem own = { cpython_read_process, &p->pid };
-	uint64_t tstate;
-	int n = -EAGAIN, tries;
-
-	if (!mem)
-		mem = &own;
-	tstate = find_tstate(p, tid);
+	*err = 0;
 	if (!tstate && (!p->threads_read_ns || now_ns - p->threads_read_ns > THREAD_REFRESH_NS)) {
 		p->threads_read_ns = now_ns;
-		if (read_threads(p, mem))
-			return -EFAULT;
+		*err = read_threads(p, mem);
+		if (*err)
+			return 0;
 		tstate = find_tstate(p, tid);
 	}
-	if (!tstate)
-		return 0;
-	/* A running thread can return from frames while we read them: read again. */
-	for (tries = 0; tries < CPYTHON_WALK_TRIES && n < 0; tries++)
-		n = walk_chain(l, mem, first_frame(l, mem, tstate), frames, max);
-	return n;
+	return tstate;
 }

@@ -36,11 +36,11 @@ static int on_event(void *arg, void *data, size_t size)
 
 	const struct pytrace_event *e = data;
 
-	/* Events are sent at their length: the header and that many frames. */
+	/* Events are sent at their length: the header, that many frames, their arguments. */
 	if (size < PYTRACE_EVENT_HEADER_SIZE || !b->fn)
 		return 0;
-	if (e->nframes > PYTRACE_BPF_MAX_FRAMES ||
-	    size < PYTRACE_EVENT_HEADER_SIZE + e->nframes * sizeof(e->frames[0]))
+	if (e->nframes > PYTRACE_BPF_MAX_FRAMES || e->args_size > PYTRACE_BPF_ARGS_BYTES ||
+	    size < PYTRACE_EVENT_HEADER_SIZE + e->nframes * sizeof(e->frames[0]) + e->args_size)
 		return 0;
 	b->fn(b->ctx, e);
 	return 0;
@@ -130,11 +130,34 @@ int bpf_reader__attach_sampling(struct bpf_reader *b, int fd, bool switches)
 	return 0;
 }
 
-int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cpython_layout *l,
-			    uint64_t runtime)
+/*
+ * The smallest span of an object holding each field (@n offsets, each read as 8 bytes):
+ * false when it is longer than the kernel reads at once.
+ */
+static bool span_of(const uint64_t *fields, size_t n, __u64 *at, __u64 *len)
 {
+	uint64_t lo = UINT64_MAX, hi = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		lo = fields[i] < lo ? fields[i] : lo;
+		hi = fields[i] + 8 > hi ? fields[i] + 8 : hi;
+	}
+	*at = lo;
+	*len = hi - lo;
+	return hi - lo <= PYTRACE_BPF_SPAN;
+}
+
+int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cpython_process *proc,
+			    bool read_args)
+{
+	const struct cpython_layout *l = proc ? &proc->layout : NULL;
+	const struct cpython_types *types = proc ? &proc->types : NULL;
+	uint32_t i;
 	int fd = bpf_map__fd(b->skel->maps.py_cfg);
 	struct pytrace_py_cfg cfg;
+	uint64_t frame_fields[6], code_fields[4];
+	size_t nframe = 0;
 
 	if (!l)
 		return bpf_map_delete_elem(fd, &tgid) && errno != ENOENT ? -errno : 0;
@@ -142,14 +165,60 @@ int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cp
 	cfg.tstate_frame = l->tstate_frame;
 	cfg.cframe_current_frame = l->cframe_current_frame;
 	cfg.via_cframe = l->frame_via_cframe;
-	cfg.frame_previous = l->frame_previous;
-	cfg.frame_code = l->frame_code;
-	cfg.frame_instr = l->frame_instr;
-	cfg.frame_owner = l->frame_owner;
-	cfg.code_filename = l->code_filename;
-	cfg.code_name = l->code_name;
+	frame_fields[nframe++] = l->frame_previous;
+	frame_fields[nframe++] = l->frame_code;
+	frame_fields[nframe++] = l->frame_instr;
+	if (l->frame_owner)
+		frame_fields[nframe++] = l->frame_owner;
+	code_fields[0] = l->code_filename;
+	code_fields[1] = l->code_name;
+	/* co_argcount and co_kwonlyargcount, 8 bytes on: 16 bytes from co_argcount. */
+	code_fields[2] = l->code_argcount;
+	code_fields[3] = l->code_argcount + 8;
+	cfg.read_args = read_args && l->code_argcount && l->frame_localsplus && types &&
+			span_of(code_fields, 4, &cfg.code_span_at, &cfg.code_span_len);
+	if (!cfg.read_args && !span_of(code_fields, 2, &cfg.code_span_at, &cfg.code_span_len))
+		return -EINVAL;
+	if (!span_of(frame_fields, nframe, &cfg.frame_span_at, &cfg.frame_span_len))
+		return -EINVAL;
+	if (cfg.read_args) {
+		/* The parameters' slots in the same read, when they lie close enough (3.11+). */
+		__u64 at, len;
+
+		frame_fields[nframe] = l->frame_localsplus;
+		frame_fields[nframe + 1] = l->frame_localsplus + 8 * (PYTRACE_BPF_MAX_ARGS - 1);
+		if (span_of(frame_fields, nframe + 2, &at, &len) && at == cfg.frame_span_at) {
+			cfg.slots_in_span = 1;
+			cfg.frame_base_len = cfg.frame_span_len;
+			cfg.frame_span_len = len;
+			cfg.frame_slots = l->frame_localsplus - at;
+		}
+	}
+	cfg.frame_previous = l->frame_previous - cfg.frame_span_at;
+	cfg.frame_code = l->frame_code - cfg.frame_span_at;
+	cfg.frame_instr = l->frame_instr - cfg.frame_span_at;
+	cfg.frame_owner = l->frame_owner ? l->frame_owner - cfg.frame_span_at : 0;
+	cfg.code_filename = l->code_filename - cfg.code_span_at;
+	cfg.code_name = l->code_name - cfg.code_span_at;
 	cfg.code_tagged = l->code_tagged;
-	cfg.runtime = runtime;
+	if (cfg.read_args) {
+		cfg.code_argcount = l->code_argcount - cfg.code_span_at;
+		cfg.frame_localsplus = l->frame_localsplus;
+		cfg.str_type = types->addr[CPYTHON_TYPE_STR];
+		cfg.bytes_type = types->addr[CPYTHON_TYPE_BYTES];
+		cfg.str_length = l->unicode_length;
+		cfg.str_state = l->unicode_state;
+		cfg.str_ascii_data = l->unicode_ascii_size;
+		cfg.str_compact_data = l->unicode_compact_size;
+		cfg.bytes_size = l->bytes_size;
+		cfg.bytes_data = l->bytes_sval;
+		for (i = 0; i < proc->ntask_codes && i < 2; i++) {
+			cfg.task_code[i] = proc->task_codes[i].code;
+			cfg.task_slot[i][0] = proc->task_codes[i].slots[0];
+			cfg.task_slot[i][1] = proc->task_codes[i].slots[1];
+		}
+	}
+	cfg.runtime = proc->runtime;
 	cfg.runtime_interpreters_head = l->runtime_interpreters_head;
 	cfg.interp_threads_head = l->interp_threads_head;
 	cfg.tstate_next = l->tstate_next;

@@ -33,11 +33,13 @@ void bpf_reader__free(struct bpf_reader *b);
 int bpf_reader__attach_sampling(struct bpf_reader *b, int fd, bool switches);
 
 /*
- * Starts (or, with @layout NULL, stops) reading the Python frames of process @tgid,
- * whose _PyRuntime is at @runtime.
+ * Starts (or, with @proc NULL, stops) reading the Python frames of process @tgid as
+ * @proc describes them; with @read_args, each frame's arguments too, and the task locals
+ * of its pool worker loops known so far. Called again when those change. -EINVAL when
+ * the layout's fields are too far apart for the kernel's reads.
  */
-int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid,
-			    const struct cpython_layout *layout, uint64_t runtime);
+int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cpython_process *proc,
+			    bool read_args);
 
 /* Tells the kernel side where thread @tid's PyThreadState is. */
 int bpf_reader__set_thread(struct bpf_reader *b, uint32_t tid, uint64_t tstate);

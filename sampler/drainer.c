@@ -119,6 +119,7 @@ static void drain_once(struct sampler *s)
 	/* Anything stamped before this is already in a buffer. */
 	s->watermark = now - REORDER_MARGIN_NS;
 	drain_rings(s, false);
+	find_pool_workers(s, now);
 	if (now - s->last_liveness_ns > 1000000000ULL) {
 		s->last_liveness_ns = now;
 		check_liveness(s);

@@ -86,6 +86,7 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 		s->rec.sample.py_codes = q->py->codes;
 		s->rec.sample.py_frames = q->py->frames;
 		s->rec.sample.npy = q->py->n;
+		s->rec.sample.py_args = s->args;
 	}
 	return &s->rec;
 }

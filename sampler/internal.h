@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "../common/hashmap.h"
+#include "argstore.h"
 #include "bpf_reader.h"
 #include "launch.h"
 #include "ring.h"
@@ -24,6 +25,9 @@
 #define REORDER_MARGIN_NS (30 * 1000000ULL)
 #define MAX_CPUS 1024
 #define ATTACH_ROUNDS 20
+/* Room for the raw arguments of one walk from outside: past it, a frame has none. */
+#define ARGS_SCRATCH                                                                               \
+	(CPYTHON_MAX_FRAMES * (CPYTHON_MAX_ARGS + CPYTHON_TASK_LOCALS) * CPYTHON_RAW_ARG_MAX)
 #define DRAIN_INTERVAL_MS 1	  /* while a traced process runs CPython */
 #define SLOW_DRAIN_INTERVAL_MS 20 /* otherwise */
 
@@ -116,6 +120,7 @@ struct py_stack {
 struct unread_runtime {
 	uint64_t runtime;
 	unsigned minor;
+	struct cpython_types types;
 	uint32_t tries;
 };
 
@@ -195,6 +200,8 @@ struct sampler {
 	size_t batch_count, batch_capacity;
 	uint64_t batch_seq;
 	struct cpython_frame *py_scratch;
+	uint8_t *args_scratch;	/* ARGS_SCRATCH bytes: one walk's raw arguments */
+	struct arg_store *args; /* every frame's arguments, by id (frames[i].args) */
 	struct py_stack *held_py;
 	struct py_stack **fresh; /* walked in the drain in progress, codes not yet read */
 	size_t nfresh, fresh_capacity;
@@ -233,6 +240,20 @@ void qrec_free(struct qrec *q);
 void py_stack_free(struct py_stack *ps);
 void resolve_codes(struct py_stack *ps);
 struct py_stack *py_stack_copy(const struct py_stack *src);
+/* A stack of copies of @frames; other fields 0. */
+struct py_stack *py_stack_new(struct cpython_process *proc, uint32_t n,
+			      const struct cpython_frame *frames);
+/*
+ * Keeps the raw arguments of each of @n @frames (their args_len bytes at args_at of
+ * @bytes, @len of them) in the sampler's store, setting frames[i].args to the id (0:
+ * none), and reads the names of the types a new list holds from @proc.
+ */
+void store_args(struct sampler *s, struct cpython_process *proc, struct cpython_frame *frames,
+		uint32_t n, const uint8_t *bytes, uint32_t len);
+/* The id of the one frame's raw arguments in the @len bytes at @bytes (0: none kept). */
+uint32_t store_list(struct sampler *s, struct cpython_process *proc, const uint8_t *bytes,
+		    uint32_t len);
+void find_pool_workers(struct sampler *s, uint64_t now);
 void py_fifo_push(struct py_fifo *f, struct py_stack *ps);
 struct py_stack *py_fifo_take(struct py_fifo *f, uint64_t time, uint64_t within);
 struct py_stack *py_fifo_match(struct py_fifo *f, uint64_t time, uint64_t ip, uint64_t sp);

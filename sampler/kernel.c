@@ -1,10 +1,47 @@
 /* Merging the eBPF reader's events (Python stacks read in the kernel) into perf's stream. */
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/log.h"
+
+/*
+ * Keeps the arguments sent after an event's @n frames (records in frame order, each
+ * followed by its text) and notes each frame's list id in @frames' args_id. Records
+ * that break the order or the bounds leave every frame without: none is shown rather
+ * than a wrong one.
+ */
+static void keep_kernel_args(struct sampler *s, struct cpython_process *proc,
+			     const struct pytrace_event *e, struct pytrace_raw_frame *frames,
+			     uint32_t n)
+{
+	const uint8_t *args = (const uint8_t *)e->frames + n * sizeof(e->frames[0]);
+	uint32_t at = 0, start, i, from[PYTRACE_BPF_MAX_FRAMES] = { 0 },
+		 len[PYTRACE_BPF_MAX_FRAMES] = { 0 };
+	struct pytrace_raw_arg rec;
+	uint8_t frame = 0;
+
+	for (i = 0; i < n; i++)
+		frames[i].args_id = 0;
+	while (proc && at + sizeof(rec) <= e->args_size) {
+		memcpy(&rec, args + at, sizeof(rec));
+		start = at;
+		at += sizeof(rec) + ((rec.text_len + 7u) & ~7u);
+		if (rec.frame >= n || rec.frame < frame || rec.text_len > CPYTHON_ARG_TEXT ||
+		    at > e->args_size)
+			return;
+		frame = rec.frame;
+		if (!len[frame])
+			from[frame] = start;
+		len[frame] = at - from[frame];
+	}
+	for (i = 0; i < n; i++) {
+		if (len[i])
+			frames[i].args_id = store_list(s, proc, args + from[i], len[i]);
+	}
+}
 
 /* The frames of a kernel event as a stack, or NULL (not Python, or none left). */
 static struct py_stack *kernel_stack(struct sampler *s, struct cpython_process *proc,
@@ -20,15 +57,16 @@ static struct py_stack *kernel_stack(struct sampler *s, struct cpython_process *
 		raw[i].fingerprint = e->frames[i].fingerprint;
 		raw[i].instr = e->frames[i].instr;
 		raw[i].owner = e->frames[i].owner;
+		raw[i].args_len = 0;
+		raw[i].args_at = 0;
+		raw[i].args = e->frames[i].args_id; /* kept as the event was taken */
 	}
 	count = cpython_frames_from_raw(&proc->layout, raw, n, s->py_scratch, CPYTHON_MAX_FRAMES);
 	if (count <= 0)
 		return NULL;
-	ps = malloc(sizeof(*ps) + (size_t)count * sizeof(ps->frames[0]));
+	ps = py_stack_new(proc, (uint32_t)count, s->py_scratch);
 	if (!ps)
 		return NULL;
-	ps->proc = cpython_process__get(proc);
-	ps->codes = NULL;
 	ps->read_ns = ps->at_ns = e->time_ns; /* read at that very instant */
 	ps->extended = false;
 	ps->exact = true;
@@ -37,8 +75,6 @@ static struct py_stack *kernel_stack(struct sampler *s, struct cpython_process *
 	ps->user_sp = e->user_sp;
 	ps->syscall = e->syscall;
 	ps->syscall_arg = e->syscall_arg;
-	ps->n = (uint32_t)count;
-	memcpy(ps->frames, s->py_scratch, (size_t)count * sizeof(ps->frames[0]));
 	fresh_stack(s, ps);
 	return ps;
 }
@@ -79,13 +115,21 @@ static struct qrec *kernel_sample_record(struct sampler *s, const struct pytrace
 	return q;
 }
 
-/* Queues an event of the kernel-side reader with perf's records, to follow in time order. */
+/*
+ * Queues an event of the kernel-side reader with perf's records, to follow in time
+ * order. Its arguments are kept in the store right away: the record keeps their ids,
+ * not their bytes (tens of thousands of events a second, each held ~30 ms).
+ */
 void take_kernel_event(void *ctx, const struct pytrace_event *e)
 {
-	size_t size = PYTRACE_EVENT_HEADER_SIZE + e->nframes * sizeof(e->frames[0]);
+	struct sampler *s = ctx;
+	uint32_t n = e->nframes < PYTRACE_BPF_MAX_FRAMES ? e->nframes : PYTRACE_BPF_MAX_FRAMES;
+	size_t size = PYTRACE_EVENT_HEADER_SIZE + n * sizeof(e->frames[0]);
 	struct perf_event_header header = { KERNEL_EVENT_RECORD, 0,
 					    (uint16_t)(sizeof(header) + size) };
 	struct qrec *q = malloc(sizeof(*q) + header.size);
+	uint8_t *copy;
+	uint32_t none = 0;
 
 	if (!q)
 		return;
@@ -95,6 +139,13 @@ void take_kernel_event(void *ctx, const struct pytrace_event *e)
 	q->py = NULL;
 	memcpy(q->data, &header, sizeof(header));
 	memcpy(q->data + sizeof(header), e, size);
+	/* Written as bytes: the copy is shorter than the struct with its room for arguments. */
+	copy = q->data + sizeof(header);
+	memcpy(copy + offsetof(struct pytrace_event, nframes), &n, sizeof(n));
+	memcpy(copy + offsetof(struct pytrace_event, args_size), &none, sizeof(none));
+	keep_kernel_args(
+		s, hashmap__get(s->pythons, e->pid), e,
+		(struct pytrace_raw_frame *)(copy + offsetof(struct pytrace_event, frames)), n);
 	take_record(q, ctx);
 }
 

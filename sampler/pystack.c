@@ -37,17 +37,69 @@ void qrec_free(struct qrec *q)
 	free(q);
 }
 
-struct py_stack *py_stack_copy(const struct py_stack *src)
+struct py_stack *py_stack_new(struct cpython_process *proc, uint32_t n,
+			      const struct cpython_frame *frames)
 {
-	size_t size = sizeof(*src) + src->n * sizeof(src->frames[0]);
-	struct py_stack *ps = malloc(size);
+	struct py_stack *ps = malloc(sizeof(*ps) + n * sizeof(*frames));
 
 	if (!ps)
 		return NULL;
-	memcpy(ps, src, size);
+	memset(ps, 0, sizeof(*ps));
+	ps->proc = cpython_process__get(proc);
+	ps->n = n;
+	memcpy(ps->frames, frames, n * sizeof(*frames));
+	return ps;
+}
+
+uint32_t store_list(struct sampler *s, struct cpython_process *proc, const uint8_t *bytes,
+		    uint32_t len)
+{
+	uint8_t list[(CPYTHON_MAX_ARGS + CPYTHON_TASK_LOCALS) * CPYTHON_RAW_ARG_MAX];
+	struct cpython_raw_arg a;
+	const uint8_t *text;
+	uint32_t at, was, id;
+	bool added;
+
+	if (!len || len > sizeof(list))
+		return 0;
+	/* Equal values read at two moments: one list (the same call, seen twice). */
+	memcpy(list, bytes, len);
+	for (at = 0, was = 0; cpython_next_arg(list, len, &at, &a, &text); was = at) {
+		cpython_arg_canonical(&proc->layout, &proc->types, &a);
+		memcpy(list + was, &a, sizeof(a));
+	}
+	id = arg_store__add(s->args, list, len, &added);
+	if (!id)
+		s->stats.args_not_kept++;
+	else if (added)
+		cpython_read_type_names(proc, NULL, list, len);
+	return id;
+}
+
+void store_args(struct sampler *s, struct cpython_process *proc, struct cpython_frame *frames,
+		uint32_t n, const uint8_t *bytes, uint32_t len)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		struct cpython_frame *f = &frames[i];
+
+		f->args = 0;
+		if (f->args_len && f->args_at <= len && f->args_len <= len - f->args_at)
+			f->args = store_list(s, proc, bytes + f->args_at, f->args_len);
+	}
+}
+
+/* Frames carry their arguments as store ids: a copy shares them. */
+struct py_stack *py_stack_copy(const struct py_stack *src)
+{
+	struct py_stack *ps = py_stack_new(src->proc, src->n, src->frames);
+
+	if (!ps)
+		return NULL;
+	memcpy(ps, src, sizeof(*ps)); /* the same process: the reference taken stands */
 	ps->codes = NULL;
 	ps->kernel = false; /* a copy stands for another moment: a guess */
-	cpython_process__get(ps->proc);
 	return ps;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "procfs.h"
 
 /*
  * Remembers a stack walked in this drain (a copy: the original may be trimmed or freed
@@ -13,8 +14,12 @@
  */
 void fresh_stack(struct sampler *s, const struct py_stack *walked)
 {
-	struct py_stack *ps = py_stack_copy(walked);
+	struct py_stack *ps;
 
+	/* Mostly all is known already: then nothing is copied (tens of thousands a second). */
+	if (cpython_all_read(walked->proc, walked->frames, walked->n))
+		return;
+	ps = py_stack_copy(walked);
 	if (!ps)
 		return;
 	if (s->nfresh == s->fresh_capacity) {
@@ -31,6 +36,48 @@ void fresh_stack(struct sampler *s, const struct py_stack *walked)
 	s->fresh[s->nfresh++] = ps;
 }
 
+#define POOL_LOOK_EVERY_NS 20000000ULL
+#define POOL_CHILD_LOOK_EVERY_NS 1000000ULL
+#define POOL_LOOK_FOR_NS 3000000000ULL
+
+/* A pool worker loop newly seen in @proc: the kernel reads its task locals from now on. */
+static void send_task_codes(struct sampler *s, struct cpython_process *proc)
+{
+	if (!s->bpf || proc->task_codes_sent == proc->ntask_codes ||
+	    hashmap__get(s->pythons, (uint64_t)proc->pid) != proc)
+		return;
+	bpf_reader__set_process(s->bpf, (uint32_t)proc->pid, proc, s->opts.read_args);
+	proc->task_codes_sent = proc->ntask_codes;
+}
+
+/*
+ * Young Python processes (the first seconds) are asked now and then whether they have
+ * imported multiprocessing's pool: a spawned worker imports it, then runs its loop at
+ * once, before a frame of it was seen and named. Processes that multiprocessing started
+ * (spawn_main, its fork server and what that forks) are asked every millisecond: about
+ * 50 us of reads each time, for the few hundred ms until the import.
+ */
+void find_pool_workers(struct sampler *s, uint64_t now)
+{
+	size_t cursor = 0;
+	uint64_t pid;
+	void *value;
+
+	while (s->opts.read_args && hashmap__next(s->pythons, &cursor, &pid, &value)) {
+		struct cpython_process *proc = value;
+
+		uint64_t every = proc->pool_child ? POOL_CHILD_LOOK_EVERY_NS : POOL_LOOK_EVERY_NS;
+
+		if (proc->ntask_codes || now < proc->task_codes_tried_ns + every ||
+		    (proc->since_ns && now > proc->since_ns + POOL_LOOK_FOR_NS) ||
+		    (!proc->since_ns && proc->task_codes_tried_ns))
+			continue;
+		proc->task_codes_tried_ns = now;
+		if (!cpython_find_task_codes(proc, NULL))
+			send_task_codes(s, proc);
+	}
+}
+
 /*
  * Code objects are read after every stack of the drain was walked: reading them is
  * slow (strings, line tables), and a walk that waits behind it reads a later stack.
@@ -41,6 +88,7 @@ void read_fresh_codes(struct sampler *s)
 
 	for (i = 0; i < s->nfresh; i++) {
 		cpython_read_codes(s->fresh[i]->proc, NULL, s->fresh[i]->frames, s->fresh[i]->n);
+		send_task_codes(s, s->fresh[i]->proc);
 		py_stack_free(s->fresh[i]);
 	}
 	s->nfresh = 0;
@@ -64,12 +112,14 @@ struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool
 			     uint64_t at_ns)
 {
 	struct cpython_process *proc = hashmap__get(s->pythons, pid);
+	struct cpython_args_out args = { s->args_scratch, ARGS_SCRATCH, 0 };
 	struct py_stack *ps;
 	int n;
 
 	if (!proc)
 		return NULL;
-	n = cpython_walk(proc, NULL, tid, sampler_now_ns(), s->py_scratch, CPYTHON_MAX_FRAMES);
+	n = cpython_walk_args(proc, NULL, tid, sampler_now_ns(), s->py_scratch, CPYTHON_MAX_FRAMES,
+			      s->opts.read_args ? &args : NULL);
 	s->stats.python_walks++;
 	sync_threads(s, pid, proc);
 	if (n <= 0) {
@@ -77,11 +127,10 @@ struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool
 			s->stats.python_walk_errors++;
 		return NULL;
 	}
-	ps = malloc(sizeof(*ps) + (size_t)n * sizeof(ps->frames[0]));
+	store_args(s, proc, s->py_scratch, (uint32_t)n, args.buf, args.used);
+	ps = py_stack_new(proc, (uint32_t)n, s->py_scratch);
 	if (!ps)
 		return NULL;
-	ps->proc = cpython_process__get(proc);
-	ps->codes = NULL;
 	ps->read_ns = sampler_now_ns();
 	ps->at_ns = at_ns;
 	ps->extended = false;
@@ -90,8 +139,6 @@ struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool
 	ps->user_ip = ps->user_sp = 0;
 	ps->syscall = -1;
 	ps->syscall_arg = 0;
-	ps->n = (uint32_t)n;
-	memcpy(ps->frames, s->py_scratch, (size_t)n * sizeof(ps->frames[0]));
 	fresh_stack(s, ps);
 	return ps;
 }
@@ -107,13 +154,24 @@ void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, u
 		proc = NULL;
 	}
 	if (s->bpf) {
-		bpf_reader__set_process(s->bpf, pid, proc ? &proc->layout : NULL,
-					proc ? proc->runtime : 0);
+		bpf_reader__set_process(s->bpf, pid, proc, s->opts.read_args);
+		if (proc)
+			proc->task_codes_sent = proc->ntask_codes;
 		hashmap__remove(s->bpf_synced, pid);
 	}
 }
 
-static void remember_unread(struct sampler *s, uint32_t pid, uint64_t runtime, unsigned minor)
+/* Whether multiprocessing started @pid (spawn_main, its fork server): by its command line. */
+static bool started_by_multiprocessing(pid_t pid)
+{
+	char cmdline[512];
+
+	return !procfs_cmdline(pid, cmdline, sizeof(cmdline)) &&
+	       strstr(cmdline, "from multiprocessing.");
+}
+
+static void remember_unread(struct sampler *s, uint32_t pid, uint64_t runtime, unsigned minor,
+			    const struct cpython_types *types)
 {
 	struct unread_runtime *u = calloc(1, sizeof(*u));
 
@@ -121,6 +179,7 @@ static void remember_unread(struct sampler *s, uint32_t pid, uint64_t runtime, u
 		return;
 	u->runtime = runtime;
 	u->minor = minor;
+	u->types = *types;
 	if (hashmap__set(s->unread_runtimes, pid, u))
 		free(u);
 }
@@ -133,6 +192,10 @@ static void retry_unread(struct sampler *s, uint32_t pid, uint64_t time)
 	if (!u)
 		return;
 	proc = cpython_process__new((pid_t)pid, u->runtime, u->minor);
+	if (proc) {
+		proc->types = u->types;
+		proc->pool_child = started_by_multiprocessing((pid_t)pid);
+	}
 	if (proc) {
 		set_python(s, pid, proc, time);
 		free(hashmap__remove(s->unread_runtimes, pid));
@@ -162,6 +225,7 @@ static void track_mmap(struct sampler *s, struct qrec *q)
 	const char *path = (const char *)p + 64;
 	uint64_t start, pgoff, runtime;
 	struct cpython_process *proc;
+	struct cpython_types types;
 	unsigned minor;
 	uint32_t ids[2];
 
@@ -171,13 +235,17 @@ static void track_mmap(struct sampler *s, struct qrec *q)
 	q->data[q->size - 33] = '\0';
 	memcpy(&start, p + 8, 8);
 	memcpy(&pgoff, p + 24, 8);
-	if (cpython_locate(path, start, pgoff, &runtime, &minor))
+	if (cpython_locate(path, start, pgoff, &runtime, &minor, &types))
 		return;
 	proc = cpython_process__new((pid_t)ids[0], runtime, minor);
+	if (proc) {
+		proc->types = types;
+		proc->pool_child = started_by_multiprocessing((pid_t)ids[0]);
+	}
 	set_python(s, ids[0], proc, q->time);
 	free(hashmap__remove(s->unread_runtimes, ids[0]));
 	if (!proc)
-		remember_unread(s, ids[0], runtime, minor);
+		remember_unread(s, ids[0], runtime, minor, &types);
 }
 
 /* A fork of a CPython process: the child runs a copy of it. */
@@ -198,6 +266,11 @@ static void track_fork(struct sampler *s, struct qrec *q)
 	 */
 	if (ppid == ids[0] || !parent || hashmap__get(s->pythons, ids[0]))
 		return;
+	/* A pool forking its workers: they run the loop from their first instant. */
+	if (s->opts.read_args && !parent->ntask_codes) {
+		cpython_find_task_codes(parent, NULL);
+		send_task_codes(s, parent);
+	}
 	set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]), q->time);
 	/* The child is a copy of the forking thread: same thread state address. */
 	memcpy(&tid, p + 8, 4);
@@ -310,14 +383,17 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		q->py = walk_python(s, ids[0], ids[1], false, q->time);
 	if (!t)
 		return;
-	if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s) && t->last_py &&
-	    t->last_py->at_ns <= q->time && t->last_py->proc == q->py->proc) {
+	if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s)) {
 		/*
 		 * Read well after the sample (a busy machine): the thread may have
 		 * moved on. What it had both before the sample and when read held
-		 * at the sample; keep that.
+		 * at the sample; keep that. With nothing before (a new thread), nothing
+		 * is known to have held: no Python frames rather than later ones.
 		 */
-		keep_common_root(q->py, t->last_py);
+		if (t->last_py && t->last_py->at_ns <= q->time && t->last_py->proc == q->py->proc)
+			keep_common_root(q->py, t->last_py);
+		else
+			q->py->n = 0;
 		s->stats.late_walks++;
 	}
 	if (q->py && !q->py->n) {

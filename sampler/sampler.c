@@ -153,6 +153,8 @@ void sampler__free(struct sampler *s)
 	bpf_reader__free(s->bpf);
 	hashmap__free(s->bpf_synced);
 	free(s->py_scratch);
+	free(s->args_scratch);
+	arg_store__free(s->args);
 	for (i = 0; i < s->nfresh; i++)
 		py_stack_free(s->fresh[i]);
 	free(s->fresh);
@@ -207,9 +209,11 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->unread_runtimes = hashmap__new();
 	s->exit_codes = hashmap__new();
 	s->py_scratch = calloc(CPYTHON_MAX_FRAMES, sizeof(*s->py_scratch));
+	s->args_scratch = malloc(ARGS_SCRATCH);
+	s->args = arg_store__new();
 	if (!s->roles || !s->tasks || !s->procs || !s->cmdlines || !s->pending_outs ||
 	    !s->captures || !s->pythons || !s->unread_runtimes || !s->exit_codes ||
-	    !s->py_scratch) {
+	    !s->py_scratch || !s->args_scratch || !s->args) {
 		sampler__free(s);
 		errno = ENOMEM;
 		return NULL;

@@ -25,6 +25,8 @@ enum sampler_backend {
 	SAMPLER_BACKEND_BPF,  /* perf with the eBPF switch-out reader, or fail */
 };
 
+struct arg_store; /* sampler/argstore.h */
+
 struct sampler_opts {
 	enum sampler_backend backend;
 	uint32_t frequency_hz; /* samples per second of CPU time per thread */
@@ -33,6 +35,7 @@ struct sampler_opts {
 	bool native;	      /* Python processes' samples keep their user stack copies too */
 	uint32_t stack_bytes; /* user stack copied per sample: multiple of 8, <= 65528 */
 	uint32_t buffer_kb;   /* ring buffer per CPU; 0: a default that fits the rate */
+	bool read_args;	      /* Python frames carry their arguments' values */
 };
 
 /* Who a launched command runs as (under sudo: the invoking user). */
@@ -109,6 +112,12 @@ struct sampler_rec {
 			/* Their code objects as read when walked (NULL: unreadable). */
 			struct cpython_code_entry *const *py_codes;
 			uint32_t npy;
+			/*
+			 * Their arguments' raw records as read with them: py_frames[i].args
+			 * is an id here (sampler/argstore.h), 0 when it has none. Stays
+			 * valid until sampler__free().
+			 */
+			const struct arg_store *py_args;
 			bool py_exact; /* read while the thread could not move */
 		} sample;
 		struct {
@@ -153,6 +162,7 @@ struct sampler_stats {
 	uint64_t kernel_forks_followed; /* processes it followed into at fork */
 	uint64_t python_walk_errors;	/* reads that failed (a thread state or frame moved) */
 	uint64_t exits_assumed;		/* processes that died without an exit record (lost) */
+	uint64_t args_not_kept;		/* frames whose arguments found no room (memory) */
 	uint32_t processes;		/* alive now */
 	uint32_t threads;		/* alive now */
 	uint32_t processes_seen;	/* since the start */

@@ -47,16 +47,17 @@ static const struct py_stack *after_of(struct task_state *t, uint64_t end)
 	return t->afters && t->afters->from <= end ? t->afters->ps : NULL;
 }
 
+/* The same call: the same code, call site and arguments (one task, not the next). */
 static bool same_frame(const struct cpython_frame *a, const struct cpython_frame *b, bool leaf)
 {
 	return a->code == b->code && a->fingerprint == b->fingerprint &&
-	       (leaf || a->lasti == b->lasti);
+	       (leaf || a->lasti == b->lasti) && a->args == b->args;
 }
 
 /*
  * A wait too short to be read from outside lies between two stacks that are known: the
  * last one read before it and the first one read after it. What both share (from the
- * root: the same code objects, the same call sites) held all along; keep only that.
+ * root: the same calls) held all along; keep only that.
  */
 void keep_common_root(struct py_stack *guess, const struct py_stack *after)
 {
@@ -152,6 +153,7 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 		r->sample.py_codes = s->held_py->codes;
 		r->sample.py_frames = s->held_py->frames;
 		r->sample.npy = s->held_py->n;
+		r->sample.py_args = s->args;
 		r->sample.py_exact = s->held_py->exact;
 	}
 	if (t->out_sample &&

@@ -22,6 +22,8 @@ struct symbolizer {
 	bool native;		     /* interleave native frames with Python's */
 	uint32_t wait_hint;	     /* innermost native function of the last off-CPU stack */
 	struct trace_frame *scratch; /* SYMBOLIZE_MAX_NATIVE_FRAMES native frames */
+	struct args_seen *args_seen; /* by the sampler's argument list id (python.c) */
+	uint32_t nargs_seen;
 	struct symbolizer_stats stats;
 };
 

@@ -454,6 +454,7 @@ int native_unwind(struct symbolizer *sym, struct addrspace *as, pid_t tid,
 		frames[out].func = name_pc(sym, as, pc, &line);
 		frames[out].line = line;
 		frames[out].callsite = i + 1 < ctx->n ? ctx->pcs[i + 1] : 0;
+		frames[out].args = 0;
 		if (!frames[out].func)
 			return -ENOMEM;
 		out++;

@@ -4,7 +4,14 @@
  * keeps its interned frame id, so a name is interned once per code object.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
 
+#include "../common/hashmap.h"
+#include "../sampler/argstore.h"
 #include "internal.h"
 
 static uint32_t unreadable(struct symbolizer *sym)
@@ -13,6 +20,169 @@ static uint32_t unreadable(struct symbolizer *sym)
 
 	sym->stats.python_unreadable++;
 	return frame_table__intern(sym->frames, &info);
+}
+
+/* How a value shows: a str as Python writes it ('...'), others described (<list of 3>). */
+static void describe(const struct cpython_process *proc, const struct cpython_value *v,
+		     struct arg_item *item, char *text, size_t size)
+{
+	static const char *const sized[] = {
+		[CPYTHON_TYPE_TUPLE] = "tuple",		[CPYTHON_TYPE_LIST] = "list",
+		[CPYTHON_TYPE_DICT] = "dict",		[CPYTHON_TYPE_SET] = "set",
+		[CPYTHON_TYPE_FROZENSET] = "frozenset",
+	};
+	const char *type;
+
+	item->kind = ARG_TEXT;
+	item->text = text;
+	switch (v->kind) {
+	case CPYTHON_VALUE_INT:
+		item->kind = ARG_INT;
+		item->i = v->i;
+		return;
+	case CPYTHON_VALUE_BOOL:
+		item->kind = ARG_BOOL;
+		item->i = v->i;
+		return;
+	case CPYTHON_VALUE_FLOAT:
+		item->kind = ARG_FLOAT;
+		item->f = v->f;
+		return;
+	case CPYTHON_VALUE_NONE:
+		item->kind = ARG_NONE;
+		return;
+	case CPYTHON_VALUE_BIG_INT:
+		snprintf(text, size, "<int of more than 64 bits>");
+		return;
+	case CPYTHON_VALUE_STR:
+		snprintf(text, size, "'%s%s'", v->text, v->cut ? "..." : "");
+		return;
+	case CPYTHON_VALUE_BYTES:
+		snprintf(text, size, "b'%s%s'", v->text, v->cut ? "..." : "");
+		return;
+	case CPYTHON_VALUE_SIZED:
+		snprintf(text, size, "<%s of %" PRId64 ">", sized[v->sized], v->i);
+		return;
+	case CPYTHON_VALUE_OTHER:
+		type = cpython_type_name(proc, v->type);
+		snprintf(text, size, "<%s>", type ? type : "object");
+		return;
+	case CPYTHON_VALUE_UNBOUND:
+		snprintf(text, size, "<unbound>");
+		return;
+	default:
+		snprintf(text, size, "<unreadable>");
+		return;
+	}
+}
+
+#define MAX_ITEMS (CPYTHON_MAX_ARGS + CPYTHON_TASK_LOCALS)
+
+/*
+ * What the sampler's argument list @id (sampler/argstore.h) became for a frame of code
+ * entry @entry of @proc: decoding, describing and interning it once per list (at tens of
+ * thousands of stacks a second, doing that for each frame held the records back). The
+ * same bytes in another function's frame name other parameters, hence the key.
+ */
+struct args_seen {
+	const struct cpython_process *proc;
+	const struct cpython_code_entry *entry;
+	uint64_t code, fingerprint;
+	uint32_t id; /* in the args table; 0: not yet decoded */
+};
+
+static struct args_seen *seen_of(struct symbolizer *sym, uint32_t id)
+{
+	if (id >= sym->nargs_seen) {
+		uint32_t n = sym->nargs_seen ? sym->nargs_seen : 1024;
+		struct args_seen *grown;
+
+		while (n <= id)
+			n *= 2;
+		grown = realloc(sym->args_seen, n * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		memset(grown + sym->nargs_seen, 0, (n - sym->nargs_seen) * sizeof(*grown));
+		sym->args_seen = grown;
+		sym->nargs_seen = n;
+	}
+	return &sym->args_seen[id];
+}
+
+static bool seen_for(const struct args_seen *seen, const struct cpython_process *proc,
+		     const struct cpython_code_entry *e)
+{
+	return seen->id && seen->proc == proc && seen->entry == e &&
+	       (!e || (seen->code == e->code && seen->fingerprint == e->fingerprint));
+}
+
+/* The id of frame @f's argument list (0: none read), named by its code object @e. */
+static uint32_t frame_args(struct symbolizer *sym, const struct sampler_rec *rec,
+			   const struct cpython_frame *f, const struct cpython_code_entry *e)
+{
+	struct cpython_process *proc = rec->sample.python;
+	struct arg_item items[MAX_ITEMS];
+	char names[MAX_ITEMS][16];
+	char shown[MAX_ITEMS][4 * CPYTHON_ARG_TEXT + 32];
+	struct cpython_value v;
+	struct cpython_raw_arg a;
+	enum cpython_task_kind task = e && !e->unreadable ? e->info.task_kind : CPYTHON_TASK_NONE;
+	const uint8_t *bytes, *text;
+	struct args_seen *seen;
+	uint32_t len, at = 0, k = 0, id;
+	bool task_read = false;
+
+	bytes = f->args ? arg_store__get(rec->sample.py_args, f->args, &len) : NULL;
+	if (!bytes)
+		return 0;
+	seen = seen_of(sym, f->args);
+	if (seen && seen_for(seen, proc, e))
+		return seen->id;
+	while (k < MAX_ITEMS && cpython_next_arg(bytes, len, &at, &a, &text)) {
+		const char *local = NULL;
+
+		cpython_arg_value(&proc->layout, &proc->types, &a, text, &v);
+		if (a.index >= CPYTHON_ARG_TASK) {
+			task_read = true;
+			local = cpython_task_local_name(task, a.index - CPYTHON_ARG_TASK);
+			/* A worker between tasks (its job None, or not set yet): no task. */
+			if (!local ||
+			    (a.index == CPYTHON_ARG_TASK &&
+			     (v.kind == CPYTHON_VALUE_NONE || v.kind == CPYTHON_VALUE_UNBOUND)))
+				break;
+		}
+		memset(&items[k], 0, sizeof(items[k]));
+		if (local) {
+			items[k].name = local;
+		} else if (e && !e->unreadable && a.index < e->info.nparams) {
+			items[k].name = e->info.params[a.index];
+		} else {
+			snprintf(names[k], sizeof(names[k]), "arg%u", a.index);
+			items[k].name = names[k];
+		}
+		describe(proc, &v, &items[k], shown[k], sizeof(shown[k]));
+		/*
+		 * Objects shown by type or length alone: two calls with other objects (other
+		 * work items, other lists of one length) are two calls all the same.
+		 */
+		if (v.kind == CPYTHON_VALUE_OTHER || v.kind == CPYTHON_VALUE_SIZED)
+			items[k].identity = a.object;
+		k++;
+	}
+	/*
+	 * A pool worker's frame read before its loop was known (a spawned worker starts its
+	 * first task right after importing the pool): which task is not known, which must
+	 * not split the task's slice from the reads that know it.
+	 */
+	if (task != CPYTHON_TASK_NONE && !task_read)
+		id = TRACE_ARGS_UNKNOWN;
+	else
+		id = args_table__intern(frame_table__args(sym->frames), items, k);
+	if (!id && k)
+		sym->stats.python_args_lost++;
+	if (id && seen)
+		*seen = (struct args_seen){ proc, e, e ? e->code : 0, e ? e->fingerprint : 0, id };
+	return id;
 }
 
 int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct trace_frame *frames,
@@ -28,6 +198,7 @@ int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct 
 		struct cpython_code_entry *e =
 			rec->sample.py_codes ? rec->sample.py_codes[k] : NULL;
 
+		frames[i].args = frame_args(sym, rec, f, e);
 		if (!e || e->unreadable) {
 			frames[i].func = unreadable(sym);
 			frames[i].line = 0;

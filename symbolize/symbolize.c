@@ -48,6 +48,7 @@ void symbolizer__free(struct symbolizer *sym)
 	hashmap__free_all(sym->processes, put_addrspace_value);
 	image_set__free(sym->images);
 	free(sym->scratch);
+	free(sym->args_seen);
 	kernel_syms__free(sym->kernel);
 	free(sym);
 }
@@ -123,6 +124,7 @@ static uint32_t add_kernel_frames(struct symbolizer *sym, const struct sampler_u
 		frames[n].func = frame_table__intern(sym->frames, &info);
 		frames[n].line = 0;
 		frames[n].callsite = i + 1 < st->nkernel ? st->kernel_ips[i + 1] : 0;
+		frames[n].args = 0;
 		if (frames[n].func)
 			n++;
 	}

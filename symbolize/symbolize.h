@@ -33,6 +33,7 @@ struct symbolizer_stats {
 	uint64_t pc_cache_misses;
 	uint64_t python_frames;		/* Python frames produced */
 	uint64_t python_unreadable;	/* code objects that could not be read */
+	uint64_t python_args_lost;	/* argument lists not shown: no memory */
 	uint64_t interleave_mismatches; /* --native: eval frames and Python frames disagreed */
 };
 

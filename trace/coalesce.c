@@ -1,7 +1,7 @@
 /*
  * The coalescer keeps, per thread, the stack of open slices. A frame continues the open
- * slice at its depth when it and every frame above it have the same function and call
- * site; the first difference closes the open slices from there down, at the new
+ * slice at its depth when it and every frame above it have the same function, call site
+ * and arguments; the first difference closes the open slices from there down, at the new
  * observation's start, and opens new ones. Memory is O(depth) per live thread.
  */
 #include "coalesce.h"
@@ -18,6 +18,7 @@
 struct open_slice {
 	uint32_t func, line;
 	uint64_t callsite;
+	uint32_t args;
 	uint64_t start_ns;
 	uint32_t samples, waits;
 };
@@ -115,6 +116,7 @@ static int close_from(struct coalescer *c, struct thread_stack *ts, uint32_t dep
 			.func = o->func,
 			.line = o->line,
 			.callsite = o->callsite,
+			.args = o->args,
 			.start_ns = o->start_ns,
 			.end_ns = t_ns,
 			.samples = o->samples,
@@ -186,7 +188,9 @@ static uint32_t common_depth(const struct thread_stack *ts, const struct trace_f
 	uint32_t d = 0;
 
 	while (d < ts->depth && d < nframes && ts->open[d].func == frames[d].func &&
-	       ts->open[d].callsite == frames[d].callsite)
+	       ts->open[d].callsite == frames[d].callsite &&
+	       (ts->open[d].args == frames[d].args || ts->open[d].args == TRACE_ARGS_UNKNOWN ||
+		frames[d].args == TRACE_ARGS_UNKNOWN))
 		d++;
 	return d;
 }
@@ -217,12 +221,17 @@ static int apply(struct coalescer *c, struct thread_stack *ts, const struct held
 	if (reserve(ts, obs->nframes))
 		return -ENOMEM;
 	d = common_depth(ts, obs->frames, obs->nframes);
+	for (i = 0; i < d; i++) {
+		if (ts->open[i].args == TRACE_ARGS_UNKNOWN)
+			ts->open[i].args = obs->frames[i].args;
+	}
 	err2 = close_from(c, ts, d, obs->start);
 	for (i = d; i < obs->nframes; i++) {
 		ts->open[i] = (struct open_slice){
 			.func = obs->frames[i].func,
 			.line = obs->frames[i].line,
 			.callsite = obs->frames[i].callsite,
+			.args = obs->frames[i].args,
 			.start_ns = obs->start,
 		};
 	}
@@ -235,6 +244,7 @@ static int apply(struct coalescer *c, struct thread_stack *ts, const struct held
 			.func = obs->frames[i].func,
 			.line = obs->frames[i].line,
 			.callsite = obs->frames[i].callsite,
+			.args = obs->frames[i].args,
 			.start_ns = obs->start,
 		};
 		int r = c->sink.open(c->sink.ctx, &s);

@@ -10,6 +10,8 @@ struct slice {
 	uint32_t func;
 	uint32_t line; /* line executing when the slice opened */
 	uint64_t callsite;
+	uint32_t args;		   /* the call's arguments (frame table's args id), 0: none; when it
+			  opens it may be TRACE_ARGS_UNKNOWN, and known when it closes */
 	uint64_t start_ns, end_ns; /* end_ns > start_ns */
 	uint32_t samples;	   /* on-CPU observations it covered */
 	uint32_t waits;		   /* off-CPU observations it covered */

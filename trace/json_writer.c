@@ -1,8 +1,10 @@
 /* The Trace Event JSON writer: one Complete event per slice, instants, names, otherData. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 #include "json.h"
@@ -45,6 +47,62 @@ static bool end_event(struct trace *trace)
 	return true;
 }
 
+/* Whether @name is one of the keys a slice's args carry already. */
+static bool own_key(const char *name)
+{
+	static const char *const keys[] = { "file", "line", "first_line", "samples", "waits" };
+	size_t i;
+
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (!strcmp(name, keys[i]))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A call's arguments, each under the parameter's name (one that would take the place of
+ * the slice's own file, line ... as "arg:NAME"). Floats that JSON can't hold are text.
+ */
+static void put_call_args(struct trace *trace, uint32_t id)
+{
+	uint32_t i, n;
+	const struct arg_item *items =
+		args_table__get(frame_table__args(trace->opts.frames), id, &n);
+	char name[80];
+
+	for (i = 0; i < n; i++) {
+		const struct arg_item *a = &items[i];
+
+		snprintf(name, sizeof(name), "%s%s", own_key(a->name) ? "arg:" : "", a->name);
+		out_file__puts(trace->out, ",");
+		json_put_string(trace->out, name);
+		out_file__puts(trace->out, ":");
+		switch (a->kind) {
+		case ARG_INT:
+			out_file__printf(trace->out, "%" PRId64, a->i);
+			break;
+		case ARG_BOOL:
+			out_file__puts(trace->out, a->i ? "true" : "false");
+			break;
+		case ARG_FLOAT:
+			if (isfinite(a->f))
+				out_file__printf(trace->out, "%.17g", a->f);
+			else
+				json_put_string(trace->out, isnan(a->f) ? "nan"
+							    : a->f > 0	? "inf"
+									: "-inf");
+			break;
+		case ARG_NONE:
+			out_file__puts(trace->out, "null");
+			break;
+		default:
+			json_put_string(trace->out, a->text);
+			break;
+		}
+	}
+}
+
 int json_writer__slice(void *ctx, const struct slice *s)
 {
 	struct trace *trace = ctx;
@@ -71,6 +129,7 @@ int json_writer__slice(void *ctx, const struct slice *s)
 	out_file__printf(trace->out, ",\"samples\":%" PRIu32, s->samples);
 	if (s->waits)
 		out_file__printf(trace->out, ",\"waits\":%" PRIu32, s->waits);
+	put_call_args(trace, s->args);
 	out_file__puts(trace->out, "}");
 	if (end_event(trace))
 		trace->stats.slices++;

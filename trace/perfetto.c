@@ -292,6 +292,37 @@ static void put_int_arg(struct pb_buf *p, uint32_t name_iid, int64_t v)
 	pb_end(p, m);
 }
 
+/* A call's arguments, each a debug annotation under the parameter's name. */
+static void put_call_args(struct pb_buf *p, const struct args_table *table, uint32_t id)
+{
+	uint32_t i, n;
+	const struct arg_item *items = args_table__get(table, id, &n);
+
+	for (i = 0; i < n; i++) {
+		size_t m = pb_begin(p, TE_DEBUG_ANNOTATIONS);
+
+		pb_string(p, DA_NAME, items[i].name);
+		switch (items[i].kind) {
+		case ARG_INT:
+			pb_int(p, DA_INT_VALUE, items[i].i);
+			break;
+		case ARG_BOOL:
+			pb_uint(p, DA_BOOL_VALUE, items[i].i != 0);
+			break;
+		case ARG_FLOAT:
+			pb_double(p, DA_DOUBLE_VALUE, items[i].f);
+			break;
+		case ARG_NONE:
+			pb_string(p, DA_STRING_VALUE, "None");
+			break;
+		default:
+			pb_string(p, DA_STRING_VALUE, items[i].text);
+			break;
+		}
+		pb_end(p, m);
+	}
+}
+
 /* The frame's name as an interned event name, its iid the frame id. */
 static int intern_frame(struct pftrace *pf, uint32_t func, const char *name)
 {
@@ -363,6 +394,7 @@ static int write_begin(struct trace *trace, const struct pf_track *t, const stru
 		pb_uint(p, TE_NAME_IID, o->func);
 		pb_uint(p, TE_CATEGORY_IIDS, (uint64_t)f->kind + 1);
 		pb_uint(p, TE_SOURCE_LOCATION_IID, place);
+		put_call_args(p, frame_table__args(trace->opts.frames), o->args);
 	} else {
 		pb_string(p, TE_NAME, "[bad frame id]");
 	}
@@ -372,7 +404,7 @@ static int write_begin(struct trace *trace, const struct pf_track *t, const stru
 
 /* SLICE_END, with the counts known only now; false when lost to a write error. */
 static bool write_end(struct trace *trace, const struct pf_track *t, uint64_t end_us,
-		      uint32_t samples, uint32_t waits)
+		      uint32_t samples, uint32_t waits, uint32_t args)
 {
 	struct pb_buf *p = pf_packet_begin(trace->pftrace, end_us);
 	size_t m = pb_begin(p, PKT_TRACK_EVENT);
@@ -383,6 +415,7 @@ static bool write_end(struct trace *trace, const struct pf_track *t, uint64_t en
 		put_uint_arg(p, ARG_SAMPLES, samples);
 	if (waits)
 		put_uint_arg(p, ARG_WAITS, waits);
+	put_call_args(p, frame_table__args(trace->opts.frames), args);
 	pb_end(p, m);
 	return pf_packet_end(trace);
 }
@@ -417,7 +450,8 @@ static void pop_to(struct trace *trace, struct pf_track *t, uint32_t depth, bool
 
 		if (closed_only && !o->closed)
 			break;
-		if (o->begun && o->closed && !write_end(trace, t, o->end_us, o->samples, o->waits))
+		if (o->begun && o->closed &&
+		    !write_end(trace, t, o->end_us, o->samples, o->waits, o->end_args))
 			keep_lost_end(t, o->end_us);
 		t->depth--;
 	}
@@ -451,8 +485,9 @@ int pftrace__open_slice(void *ctx, const struct slice *s)
 	pop_to(trace, t, s->depth, false);
 	if (s->depth > t->depth)
 		return 0; /* under a slice never heard of: can't be placed */
-	t->open[s->depth] =
-		(struct pf_open){ .func = s->func, .line = s->line, .start_ns = s->start_ns };
+	t->open[s->depth] = (struct pf_open){
+		.func = s->func, .line = s->line, .args = s->args, .start_ns = s->start_ns
+	};
 	t->depth = s->depth + 1;
 	return 0;
 }
@@ -478,6 +513,10 @@ int pftrace__slice(void *ctx, const struct slice *s)
 	    t->open[s->depth].start_ns != s->start_ns || t->open[s->depth].func != s->func)
 		return 0; /* not the slice that opened there: can't be placed */
 	o = &t->open[s->depth];
+	if (!o->begun)
+		o->args = s->args;
+	else if (o->args != s->args)
+		o->end_args = s->args; /* became known after its begin went out */
 	o->closed = true;
 	o->end_us = end_us;
 	o->samples = s->samples;
@@ -568,7 +607,7 @@ int pftrace__flush(struct trace *trace)
 		uint32_t i;
 
 		for (i = 0; i < t->nlost; i++)
-			write_end(trace, t, t->lost_ends[i], 0, 0);
+			write_end(trace, t, t->lost_ends[i], 0, 0, 0);
 		t->nlost = 0;
 		pop_to(trace, t, 0, false);
 		if (t->counting) {

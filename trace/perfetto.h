@@ -59,8 +59,10 @@ enum {
 	TE_SOURCE_LOCATION_IID = 34,
 	TE_DOUBLE_COUNTER_VALUE = 44,
 	DA_NAME_IID = 1,
+	DA_BOOL_VALUE = 2,
 	DA_UINT_VALUE = 3,
 	DA_INT_VALUE = 4,
+	DA_DOUBLE_VALUE = 5,
 	DA_STRING_VALUE = 6,
 	DA_NAME = 10,
 	DA_STRING_VALUE_IID = 17,
@@ -80,6 +82,8 @@ enum { ARG_SAMPLES = 1, ARG_WAITS, ARG_CHILD_PID, ARG_PROGRAM, ARG_STATUS };
 /* A slice that opened on a thread and whose end is not written yet. */
 struct pf_open {
 	uint32_t func, line;
+	uint32_t args;	   /* the frame table's argument list id, 0: none */
+	uint32_t end_args; /* known only after its begin was written: sent with its end */
 	uint64_t start_ns;
 	uint64_t end_us; /* when closed */
 	uint32_t samples, waits;

@@ -42,13 +42,22 @@ struct trace_opts {
 /*
  * One frame of an observation. @func is a frame table id; @callsite identifies where the
  * caller (the frame above) called it: a Python instruction offset, a native return
- * address. @line is the line being executed in this frame (0 when unknown).
+ * address. @line is the line being executed in this frame (0 when unknown). Frames equal
+ * but for @args are two calls: a new slice.
  */
 struct trace_frame {
 	uint32_t func;
 	uint32_t line;
 	uint64_t callsite;
+	uint32_t args; /* the call's arguments: an id of the frame table's args, 0 for none */
 };
+
+/*
+ * A frame's arguments not known (read before the tool knew what to read, e.g. a pool
+ * worker's task before its loop was found): the frame continues an open slice whatever
+ * its arguments, and a slice opened so takes the first arguments that come known.
+ */
+#define TRACE_ARGS_UNKNOWN UINT32_MAX
 
 enum trace_obs_kind {
 	TRACE_ON_CPU,  /* a sample at t_start_ns; covers one period or until the next one */

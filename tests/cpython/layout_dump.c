@@ -52,6 +52,16 @@ static void print_layout(const struct cpython_layout *l)
 	P("unicode.compact_size", l->unicode_compact_size);
 	P("bytes.size", l->bytes_size);
 	P("bytes.sval", l->bytes_sval);
+	/* Arguments (cpython/args.c). */
+	P(l->minor <= 10 ? "frame.localsplus" : "iframe.localsplus", l->frame_localsplus);
+	P("code.argcount", l->code_argcount);
+	P("code.kwonlyargcount", l->code_argcount + 8);
+	P(l->minor <= 10 ? "code.varnames" : "code.localsplusnames", l->code_varnames);
+	P("tuple.item", l->tuple_items);
+	P("float.fval", l->float_value);
+	P("dict.used", l->dict_used);
+	P("set.used", l->set_used);
+	P("function.code", l->function_code);
 	if (l->names_supported) {
 		P("interp.modules", l->interp_modules);
 		if (l->runtime_gil)

@@ -87,6 +87,11 @@ int main(void)
 	P("code.name", offsetof(PyCodeObject, co_name));
 	P("code.firstlineno", offsetof(PyCodeObject, co_firstlineno));
 	P("code.argcount", offsetof(PyCodeObject, co_argcount));
+	P("code.kwonlyargcount", offsetof(PyCodeObject, co_kwonlyargcount));
+	P("float.fval", offsetof(PyFloatObject, ob_fval));
+	P("dict.used", offsetof(PyDictObject, ma_used));
+	P("set.used", offsetof(PySetObject, used));
+	P("function.code", offsetof(PyFunctionObject, func_code));
 	P("object.type", offsetof(PyObject, ob_type));
 	P("type.name", offsetof(PyTypeObject, tp_name));
 	P("unicode.state", offsetof(PyASCIIObject, state));

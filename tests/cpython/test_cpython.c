@@ -192,6 +192,7 @@ static void put_debug_offsets_314(struct image *im, uint64_t addr, uint64_t free
 	w[D14_CODE + 3] = l14.code_qualname;
 	w[D14_CODE + 4] = l14.code_linetable;
 	w[D14_CODE + 5] = l14.code_firstlineno;
+	w[D14_CODE + 6] = 48; /* co_argcount; co_kwonlyargcount 8 bytes on */
 	w[D14_CODE + 9] = l14.code_adaptive;
 	w[D14_OBJECT + 1] = 8;	 /* ob_type */
 	w[D14_TYPE + 1] = 24;	 /* tp_name */
@@ -200,6 +201,9 @@ static void put_debug_offsets_314(struct image *im, uint64_t addr, uint64_t free
 	w[D14_UNICODE + 1] = 32; /* state */
 	w[D14_UNICODE + 2] = 16; /* length */
 	w[D14_UNICODE + 3] = 40; /* sizeof(PyASCIIObject) */
+	w[69 + 1] = 16;		 /* float: ob_fval */
+	w[71 + 1] = 16;		 /* long: lv_tag */
+	w[71 + 2] = 24;		 /* long: ob_digit */
 	put(im, addr, w, sizeof(w));
 	put(im, addr, "xdebugpy", 8);
 }
@@ -249,6 +253,9 @@ static void test_cpython__decode_debug_offsets(void **state)
 #define STRINGS (IMAGE_BASE + 0xa000)
 #define TABLES (IMAGE_BASE + 0xe000)
 #define CODE_TYPE (IMAGE_BASE + 0x9000) /* PyCode_Type, named at +0x100 */
+#define INT_TYPE (IMAGE_BASE + 0x9200)
+#define STR_TYPE (IMAGE_BASE + 0x9300)
+#define OBJECTS (IMAGE_BASE + 0x9400) /* inner's arguments: an int, a str */
 #define TID 4242
 
 /* A compact str: ASCII (kind 1, ascii) or UCS-2 (kind 2). Returns its address. */
@@ -331,6 +338,17 @@ static void build_314(struct image *im)
 		put_u64(im, frame + l14.frame_instr, code + l14.code_adaptive + chain[i].lasti);
 		put(im, frame + l14.frame_owner, &chain[i].owner, 1);
 	}
+	/* inner(n, name, *, gone): 42, 'hi' and an empty slot (localsplus at 80). */
+	put_u32(im, CODES + 2 * 0x400 + 48, 2);
+	put_u32(im, CODES + 2 * 0x400 + 56, 1);
+	put_u64(im, OBJECTS + 8, INT_TYPE);
+	put_u64(im, OBJECTS + 16, 1 << 3); /* one digit, positive */
+	put_u32(im, OBJECTS + 24, 42);
+	put_u64(im, OBJECTS + 0x80 + 8, STR_TYPE);
+	put_str(im, &(uint64_t){ OBJECTS + 0x80 }, "hi", NULL, 2);
+	put_u64(im, FRAMES + 80, OBJECTS);
+	put_u64(im, FRAMES + 88, OBJECTS + 0x80);
+	put_u64(im, FRAMES + 96, 0);
 }
 
 static void test_cpython__synthetic_314(void **state)
@@ -369,6 +387,30 @@ static void test_cpython__synthetic_314(void **state)
 					      e->info.linetable_len, e->info.firstlineno,
 					      frames[i].lasti),
 				 want[i].line);
+	}
+	/* The same walk with arguments: inner's, decoded; the others have none. */
+	p->types.addr[CPYTHON_TYPE_INT] = INT_TYPE;
+	p->types.addr[CPYTHON_TYPE_STR] = STR_TYPE;
+	{
+		uint8_t buf[16 * CPYTHON_RAW_ARG_MAX];
+		struct cpython_args_out out = { buf, sizeof(buf), 0 };
+		struct cpython_raw_arg a;
+		struct cpython_value v[3];
+		const uint8_t *text;
+		uint32_t at = 0, k = 0;
+
+		assert_int_equal(cpython_walk_args(p, &mem, TID, 1, frames, 16, &out), 3);
+		assert_int_equal(frames[1].args_len, 0);
+		assert_int_equal(frames[2].args_len, 0);
+		while (k < 3 && cpython_next_arg(buf + frames[0].args_at, frames[0].args_len, &at,
+						 &a, &text))
+			cpython_arg_value(&p->layout, &p->types, &a, text, &v[k++]);
+		assert_int_equal(k, 3);
+		assert_int_equal(v[0].kind, CPYTHON_VALUE_INT);
+		assert_int_equal(v[0].i, 42);
+		assert_int_equal(v[1].kind, CPYTHON_VALUE_STR);
+		assert_string_equal(v[1].text, "hi");
+		assert_int_equal(v[2].kind, CPYTHON_VALUE_UNBOUND);
 	}
 	/* The frame before each shim began its C-level eval call. */
 	assert_true(frames[0].entry);
@@ -593,13 +635,35 @@ static void test_cpython__line_tables_garbage(void **state)
 }
 
 /* Random memory read as strings, code objects and whole processes: no crash, no hang. */
+/* A frame's arguments as a walk of garbage kept them: within the buffer, decodable. */
+static void check_frame_args(const struct cpython_process *p, const struct cpython_frame *f,
+			     const uint8_t *buf, uint32_t used)
+{
+	struct cpython_raw_arg a;
+	struct cpython_value v;
+	const uint8_t *text;
+	uint32_t at = 0;
+
+	assert_true(f->args_at + f->args_len <= used);
+	while (cpython_next_arg(buf + f->args_at, f->args_len, &at, &a, &text)) {
+		cpython_arg_value(&p->layout, &p->types, &a, text, &v);
+		if (v.kind == CPYTHON_VALUE_STR || v.kind == CPYTHON_VALUE_BYTES)
+			assert_true(support_valid_utf8(v.text));
+		if (v.kind == CPYTHON_VALUE_INT)
+			assert_true(a.words[0] == p->types.addr[CPYTHON_TYPE_INT]);
+	}
+	assert_int_equal(at, f->args_len);
+}
+
 static void test_cpython__memory_garbage(void **state)
 {
 	struct image *im = calloc(1, sizeof(*im));
 	struct cpython_mem mem = { image_read, NULL };
 	const struct cpython_layout *l = cpython_builtin_layout(12);
 	struct cpython_frame frames[64];
-	int round, i;
+	static uint8_t args_buf[64 * 10 * CPYTHON_RAW_ARG_MAX];
+	struct cpython_args_out args = { args_buf, sizeof(args_buf), 0 };
+	int round, i, k;
 
 	(void)state;
 	assert_non_null(im);
@@ -631,13 +695,18 @@ static void test_cpython__memory_garbage(void **state)
 		p = cpython_process__new_mem(1, IMAGE_BASE + 8 * rnd(IMAGE_SIZE / 8),
 					     8 + (unsigned)rnd(5), &mem);
 		assert_non_null(p);
+		/* Types somewhere in the image: values decoded from garbage as such. */
+		for (i = 0; i < CPYTHON_TYPE_COUNT; i++)
+			p->types.addr[i] = rnd(2) ? IMAGE_BASE + 8 * rnd(IMAGE_SIZE / 8) : 0;
 		for (i = 0; i < 20; i++) {
-			int n = cpython_walk(p, &mem, rnd(5000), (uint64_t)i * 10000000, frames,
-					     64);
+			int n = cpython_walk_args(p, &mem, rnd(5000), (uint64_t)i * 10000000,
+						  frames, 64, i % 2 ? &args : NULL);
 
 			assert_true(n <= 64);
 			if (n > 0)
 				cpython_read_codes(p, &mem, frames, (uint32_t)n);
+			for (k = 0; i % 2 && k < n; k++)
+				check_frame_args(p, &frames[k], args.buf, args.used);
 		}
 		cpython_process__put(p);
 	}

@@ -48,12 +48,13 @@ static int run_thread(struct trace *trace, struct frame_table *frames, uint32_t 
 		for (i = 0; i < push && depth < MAX_DEPTH; i++, depth++) {
 			stack[depth].func = frame_id(frames, depth, rnd(3), false);
 			stack[depth].callsite = rnd(2);
+			stack[depth].args = 0;
 			stack[depth].line = 1 + rnd(50);
 		}
 		obs.nframes = depth;
 		if (rnd(6) == 0) {
-			stack[depth] =
-				(struct trace_frame){ frame_id(frames, depth, rnd(2), true), 0, 0 };
+			stack[depth] = (struct trace_frame){ frame_id(frames, depth, rnd(2), true),
+							     0, 0, 0 };
 			obs.nframes++;
 			obs.kind = TRACE_OFF_CPU;
 			obs.t_end_ns = t + 1 + rnd(5 * PERIOD);

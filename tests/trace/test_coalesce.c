@@ -32,11 +32,12 @@ static int collect(void *ctx, const struct slice *s)
 
 /*
  * A case is a script of steps, one per string:
- *   "c T f@s f@s ..."      on-CPU sample at T, frames root first (function @ call site)
+ *   "c T f@s f@s ..."      on-CPU sample at T, frames root first (function @ call site;
+ *                          f@s:A with arguments A, f@s:? with arguments not known)
  *   "o T E f@s ..."        off-CPU span [T, E]
  *   "e T"                  end of the thread at T
  * all on thread 1 unless the step starts with "tN ". Expected slices are
- * "tid depth func start-end", in any order.
+ * "tid depth func start-end", then " aA" for a slice with arguments A, in any order.
  */
 struct coalesce_case {
 	const char *name;
@@ -48,14 +49,22 @@ struct coalesce_case {
 
 static void parse_frames(const char *p, struct trace_frame *frames, uint32_t *n)
 {
-	unsigned func, site;
+	unsigned func, site, args;
 	int used;
 
 	*n = 0;
 	while (sscanf(p, " %u@%u%n", &func, &site, &used) == 2) {
 		assert_true(*n < MAX_FRAMES);
-		frames[(*n)++] = (struct trace_frame){ .func = func, .callsite = site };
+		frames[*n] = (struct trace_frame){ .func = func, .callsite = site };
 		p += used;
+		if (sscanf(p, ":%u%n", &args, &used) == 1) {
+			frames[*n].args = args;
+			p += used;
+		} else if (p[0] == ':' && p[1] == '?') {
+			frames[*n].args = TRACE_ARGS_UNKNOWN;
+			p += 2;
+		}
+		(*n)++;
 	}
 }
 
@@ -112,9 +121,15 @@ static void run_case(const struct coalesce_case *tc)
 	for (i = 0; i < got->count; i++) {
 		const struct slice *s = &got->slices[i];
 
-		assert_true(asprintf(&got_text[i], "%u %u %u %llu-%llu", s->tid, s->depth, s->func,
-				     (unsigned long long)s->start_ns,
-				     (unsigned long long)s->end_ns) > 0);
+		char args[16] = "";
+
+		if (s->args == TRACE_ARGS_UNKNOWN)
+			snprintf(args, sizeof(args), " a?");
+		else if (s->args)
+			snprintf(args, sizeof(args), " a%u", s->args);
+		assert_true(asprintf(&got_text[i], "%u %u %u %llu-%llu%s", s->tid, s->depth,
+				     s->func, (unsigned long long)s->start_ns,
+				     (unsigned long long)s->end_ns, args) > 0);
 	}
 	while (tc->expected[nwant]) {
 		want_text[nwant] = (char *)tc->expected[nwant];
@@ -154,6 +169,24 @@ static const struct coalesce_case cases[] = {
 		.name = "same function from the same call site continues",
 		.steps = { "c 0 1@0 2@10", "c 100 1@0 2@10", "c 200 1@0 2@10" },
 		.expected = { "1 0 1 0-300", "1 1 2 0-300" },
+	},
+	{
+		.name = "the same call site with other arguments is another call",
+		.steps = { "c 0 1@0 2@10:5 3@1", "c 100 1@0 2@10:5 3@1", "c 200 1@0 2@10:6 3@1" },
+		.expected = { "1 0 1 0-300", "1 1 2 0-200 a5", "1 2 3 0-200", "1 1 2 200-300 a6",
+			      "1 2 3 200-300" },
+	},
+	{
+		.name = "arguments not known continue a call and take the first known",
+		.steps = { "c 0 1@0 2@10:? 3@1", "c 100 1@0 2@10:7 3@1", "c 200 1@0 2@10:? 3@1",
+			   "c 300 1@0 2@10:8 3@1" },
+		.expected = { "1 0 1 0-400", "1 1 2 0-300 a7", "1 2 3 0-300", "1 1 2 300-400 a8",
+			      "1 2 3 300-400" },
+	},
+	{
+		.name = "arguments never known stay so",
+		.steps = { "c 0 1@0:?", "c 100 1@0:?" },
+		.expected = { "1 0 1 0-200 a?" },
 	},
 	{
 		.name = "a caller's new call site restarts every frame below it",
@@ -259,7 +292,7 @@ static void test_coalesce__close_order(void **state)
 {
 	struct coalesce_opts opts = { .period_ns = PERIOD };
 	struct collected *got = calloc(1, sizeof(*got));
-	struct trace_frame frames[] = { { 1, 0, 0 }, { 2, 0, 1 }, { 3, 0, 2 } };
+	struct trace_frame frames[] = { { 1, 0, 0, 0 }, { 2, 0, 1, 0 }, { 3, 0, 2, 0 } };
 	struct trace_obs obs = { .pid = 1, .tid = 1, .nframes = 3, .frames = frames };
 	struct coalescer *co;
 
@@ -325,6 +358,7 @@ static size_t make_sequence(struct random_obs *seq, size_t n, uint32_t tid)
 		for (i = 0; i < push && depth < MAX_FRAMES - 2; i++) {
 			stack[depth].func = 1 + rnd(4);
 			stack[depth].callsite = rnd(3);
+			stack[depth].args = 0;
 			stack[depth].line = 0;
 			depth++;
 		}

@@ -107,7 +107,7 @@ int __wrap_ftruncate(int fd, off_t length)
 
 static uint64_t write_many_slices(struct trace *trace, uint32_t func, int count)
 {
-	struct trace_frame frames[2] = { { func, 1, 0 }, { func, 2, 1 } };
+	struct trace_frame frames[2] = { { func, 1, 0, 0 }, { func, 2, 1, 0 } };
 	int i;
 
 	for (i = 0; i < count; i++) {

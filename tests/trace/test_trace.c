@@ -97,11 +97,11 @@ static void observe(struct trace *trace, uint32_t pid, uint32_t tid, enum trace_
 /* Two processes: a parent that forks, a worker that computes then sleeps, then exits. */
 static void write_scenario(struct fixture *f, struct trace *trace)
 {
-	struct trace_frame work[] = { { f->main_fn, 3, 0 }, { f->work_fn, 12, 40 } };
-	struct trace_frame wait[] = { { f->main_fn, 3, 0 },
-				      { f->work_fn, 15, 40 },
-				      { f->sleep_marker, 0, 0 } };
-	struct trace_frame parent[] = { { f->main_fn, 7, 0 }, { f->io_fn, 0, 0x1234 } };
+	struct trace_frame work[] = { { f->main_fn, 3, 0, 0 }, { f->work_fn, 12, 40, 0 } };
+	struct trace_frame wait[] = { { f->main_fn, 3, 0, 0 },
+				      { f->work_fn, 15, 40, 0 },
+				      { f->sleep_marker, 0, 0, 0 } };
+	struct trace_frame parent[] = { { f->main_fn, 7, 0, 0 }, { f->io_fn, 0, 0x1234, 0 } };
 	uint64_t t;
 
 	assert_int_equal(trace__name_process(trace, 100, "python main.py"), 0);
@@ -241,7 +241,7 @@ static void test_trace__escaping(void **state)
 		struct trace_frame fr = {
 			frame_table__intern(f->frames, &(struct frame_info){ cases[i].name, "", 0,
 									     FRAME_PYTHON }),
-			0, 0
+			0, 0, 0
 		};
 
 		assert_int_not_equal(fr.func, 0);
@@ -272,7 +272,7 @@ static void test_trace__timestamps(void **state)
 {
 	struct fixture *f = *state;
 	struct trace *trace = open_trace(f, "ts.json", TRACE_FORMAT_JSON);
-	struct trace_frame fr = { f->main_fn, 0, 0 };
+	struct trace_frame fr = { f->main_fn, 0, 0, 0 };
 	struct trace_stats stats;
 	char *text;
 
@@ -307,7 +307,7 @@ static void test_trace__depth_cap(void **state)
 
 	assert_non_null(frames);
 	for (i = 0; i < DEPTH; i++)
-		frames[i] = (struct trace_frame){ f->work_fn, 12, (uint64_t)i };
+		frames[i] = (struct trace_frame){ f->work_fn, 12, (uint64_t)i, 0 };
 	observe(trace, 1, 1, TRACE_ON_CPU, ORIGIN, 0, frames, DEPTH);
 	assert_int_equal(trace__close(trace, &stats), 0);
 	assert_int_equal(stats.slices, TRACE_DEFAULT_MAX_DEPTH);
@@ -379,7 +379,7 @@ static void test_trace__interrupted(void **state)
 		struct trace_opts opts = {
 			.path = f->path, .period_ns = MS, .origin_ns = ORIGIN, .frames = f->frames
 		};
-		struct trace_frame frames[] = { { f->main_fn, 0, 0 }, { f->work_fn, 0, 1 } };
+		struct trace_frame frames[] = { { f->main_fn, 0, 0, 0 }, { f->work_fn, 0, 1, 0 } };
 		struct trace *trace;
 		uint64_t t = ORIGIN;
 

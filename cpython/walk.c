@@ -1,0 +1,287 @@
+/*
+ * Walking a thread's frame chain from outside, with its frames' arguments, and turning
+ * frames the kernel read into the same.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "cpython.h"
+#include "internal.h"
+
+static uint64_t first_frame(const struct cpython_layout *l, const struct cpython_mem *mem,
+			    uint64_t tstate)
+{
+	uint64_t frame = 0;
+
+	if (cpython_read_u64(mem, tstate + l->tstate_frame, &frame))
+		return 0;
+	if (l->frame_via_cframe && frame &&
+	    cpython_read_u64(mem, frame + l->cframe_current_frame, &frame))
+		return 0;
+	return frame;
+}
+
+/* The instruction offset in bytes of a frame whose raw bytes are @buf. */
+static int32_t frame_lasti(const struct cpython_layout *l, const uint8_t *buf, uint64_t code)
+{
+	int32_t lasti;
+	uint64_t ptr;
+
+	switch (l->instr) {
+	case CPYTHON_LASTI_BYTES:
+		memcpy(&lasti, buf + l->frame_instr, 4);
+		return lasti;
+	case CPYTHON_LASTI_UNITS:
+		memcpy(&lasti, buf + l->frame_instr, 4);
+		return lasti < 0 ? -1 : lasti * 2;
+	default:
+		memcpy(&ptr, buf + l->frame_instr, 8);
+		if (ptr < code + l->code_adaptive || ptr - (code + l->code_adaptive) > (1u << 30))
+			return -1;
+		return (int32_t)(ptr - (code + l->code_adaptive));
+	}
+}
+
+/* The instruction offset in bytes from a frame's raw instr field (see frame_lasti). */
+static int32_t raw_lasti(const struct cpython_layout *l, uint64_t instr, uint64_t code)
+{
+	if (l->instr == CPYTHON_LASTI_BYTES || l->instr == CPYTHON_LASTI_UNITS) {
+		int32_t lasti = (int32_t)(uint32_t)instr;
+
+		return l->instr == CPYTHON_LASTI_BYTES ? lasti : (lasti < 0 ? -1 : lasti * 2);
+	}
+	if (instr < code + l->code_adaptive || instr - (code + l->code_adaptive) > (1u << 30))
+		return -1;
+	return (int32_t)(instr - (code + l->code_adaptive));
+}
+
+int cpython_frames_from_raw(const struct cpython_layout *l, const struct cpython_raw_frame *raw,
+			    uint32_t nraw, struct cpython_frame *frames, uint32_t max)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < nraw && n < max; i++) {
+		if (l->frame_owner && raw[i].owner >= l->owner_first_skipped) {
+			if (n)
+				frames[n - 1].entry =
+					true; /* the frame before a shim began a call */
+			continue;
+		}
+		if (!raw[i].code)
+			break;
+		frames[n].code = raw[i].code;
+		frames[n].fingerprint = raw[i].fingerprint;
+		frames[n].lasti = raw_lasti(l, raw[i].instr, raw[i].code);
+		frames[n].args_len = raw[i].args_len;
+		frames[n].args_at = raw[i].args_at;
+		frames[n].args = raw[i].args;
+		/* Before 3.11 every frame has its own C-level call; 3.11's is_entry is not read. */
+		frames[n].entry = l->instr <= CPYTHON_LASTI_UNITS;
+		n++;
+	}
+	if (n)
+		frames[n - 1].entry = true;
+	return (int)n;
+}
+
+/* Whether the frame whose raw bytes are @buf is running (see cpython_layout.frame_live). */
+static bool frame_is_live(const struct cpython_layout *l, const uint8_t *buf)
+{
+	int8_t state;
+
+	switch (l->live) {
+	case CPYTHON_LIVE_EXECUTING:
+		return buf[l->frame_live] == 1;
+	case CPYTHON_LIVE_STATE:
+		memcpy(&state, buf + l->frame_live, 1);
+		return state == 0 || state == 2;
+	default:
+		return true;
+	}
+}
+
+/*
+ * One walk from @frame. Returns the frames read, -EAGAIN when the chain led into a frame
+ * that is no longer running (the thread returned from it while we read: what we hold is
+ * then a mix of its stack at two moments), or -EFAULT when a frame or its code could not
+ * be read: either way the stack would be cut short, and a cut stack is never returned
+ * as whole.
+ */
+/*
+ * What a walk reads of each frame and code object, each in one read: the frame with its
+ * first CPYTHON_MAX_ARGS slots when arguments are read (@frame_len, @slots_in_frame),
+ * and the code's names with its parameter counts (@code_at, @code_len; 0 when they lie
+ * too far apart, then read one by one).
+ */
+struct walk_reads {
+	uint64_t frame_len;
+	bool slots_in_frame;
+	uint64_t code_at, code_len;
+};
+
+#define CODE_SPAN_MAX 256
+
+static struct walk_reads walk_reads(const struct cpython_layout *l, bool args)
+{
+	struct walk_reads r = { l->frame_size, false, 0, 0 };
+	uint64_t lo = l->code_filename < l->code_name ? l->code_filename : l->code_name;
+	uint64_t hi = (l->code_filename > l->code_name ? l->code_filename : l->code_name) + 8;
+	uint64_t slots_end = l->frame_localsplus + 8 * CPYTHON_MAX_ARGS;
+
+	args = args && l->frame_localsplus && l->code_argcount;
+	if (args && slots_end <= 4096) {
+		r.frame_len = slots_end > l->frame_size ? slots_end : l->frame_size;
+		r.slots_in_frame = true;
+	}
+	if (args) {
+		lo = l->code_argcount < lo ? l->code_argcount : lo;
+		hi = l->code_argcount + 12 > hi ? l->code_argcount + 12 : hi;
+	}
+	if (hi - lo <= CODE_SPAN_MAX) {
+		r.code_at = lo;
+		r.code_len = hi - lo;
+	}
+	return r;
+}
+
+/* Reads 8 bytes at @at of the code object at @code, from @span when it holds them. */
+static int code_u64(const struct cpython_mem *mem, const struct walk_reads *r, const uint8_t *span,
+		    uint64_t code, uint64_t at, uint64_t *v)
+{
+	if (r->code_len && at >= r->code_at && at + 8 <= r->code_at + r->code_len) {
+		memcpy(v, span + (at - r->code_at), 8);
+		return 0;
+	}
+	return cpython_read_u64(mem, code + at, v);
+}
+
+/* The arguments of the frame read into @buf, whose code's fields are in @span. */
+static void walk_args(const struct cpython_process *p, const struct cpython_mem *mem,
+		      const struct walk_reads *r, const uint8_t *buf, const uint8_t *span,
+		      uint64_t frame, uint64_t code, struct cpython_args_out *args)
+{
+	const struct cpython_layout *l = &p->layout;
+	uint64_t slots[CPYTHON_MAX_ARGS];
+	int32_t counts[3];
+	uint32_t k;
+	int n;
+
+	if (!l->frame_localsplus || !l->code_argcount)
+		return;
+	if (r->code_len && l->code_argcount >= r->code_at &&
+	    l->code_argcount + 12 <= r->code_at + r->code_len)
+		memcpy(counts, span + (l->code_argcount - r->code_at), sizeof(counts));
+	else if (mem->read(mem->ctx, code + l->code_argcount, counts, sizeof(counts)))
+		return;
+	n = cpython_param_count(counts);
+	if (n > 0 && r->slots_in_frame)
+		memcpy(slots, buf + l->frame_localsplus, (size_t)n * 8);
+	else if (n > 0 && mem->read(mem->ctx, frame + l->frame_localsplus, slots, (size_t)n * 8))
+		n = -EFAULT;
+	/* Arguments that can't be read leave the frame without them. */
+	if (n > 0)
+		cpython_read_arg_slots(l, mem, &p->types, slots, (uint32_t)n, args);
+	for (k = 0; k < p->ntask_codes; k++) {
+		if (p->task_codes[k].code == code)
+			cpython_read_task_locals(l, mem, &p->types, frame, p->task_codes[k].slots,
+						 args);
+	}
+}
+
+static int walk_chain(const struct cpython_process *p, const struct cpython_mem *mem,
+		      uint64_t frame, struct cpython_frame *frames, uint32_t max,
+		      struct cpython_args_out *args)
+{
+	const struct cpython_layout *l = &p->layout;
+	const struct walk_reads r = walk_reads(l, args != NULL);
+	uint64_t mark = 0;
+	uint32_t n = 0, steps, power = 1, since_mark = 0;
+	uint8_t buf[4096], span[CODE_SPAN_MAX];
+
+	for (steps = 0; frame && n < max && steps < CPYTHON_MAX_FRAMES * 2; steps++) {
+		uint64_t code, previous, names[2];
+		uint8_t owner = 0;
+
+		/* Brent's cycle check: any cycle, however long, comes back to the mark. */
+		if (frame == mark)
+			return (int)n;
+		if (++since_mark == power) {
+			mark = frame;
+			power *= 2;
+			since_mark = 0;
+		}
+		/* Slots past the frame can lie past its memory: then read without them. */
+		if (mem->read(mem->ctx, frame, buf, r.frame_len) &&
+		    (r.frame_len == l->frame_size ||
+		     mem->read(mem->ctx, frame, buf, l->frame_size)))
+			return -EFAULT;
+		if (!frame_is_live(l, buf))
+			return -EAGAIN;
+		memcpy(&code, buf + l->frame_code, 8);
+		memcpy(&previous, buf + l->frame_previous, 8);
+		if (l->code_tagged)
+			code &= ~(uint64_t)3;
+		if (l->frame_owner)
+			owner = buf[l->frame_owner];
+		if (owner >= l->owner_first_skipped) {
+			/* A shim: the frame before it began a C-level eval call. */
+			if (n)
+				frames[n - 1].entry = true;
+			frame = previous;
+			continue;
+		}
+		if (!code ||
+		    (r.code_len && mem->read(mem->ctx, code + r.code_at, span, r.code_len)) ||
+		    code_u64(mem, &r, span, code, l->code_filename, &names[0]) ||
+		    code_u64(mem, &r, span, code, l->code_name, &names[1]))
+			return -EFAULT;
+		frames[n].code = code;
+		frames[n].fingerprint = names[0] ^ (names[1] << 1);
+		frames[n].lasti = frame_lasti(l, buf, code);
+		frames[n].entry = l->frame_is_entry ? buf[l->frame_is_entry] != 0
+						    : l->instr <= CPYTHON_LASTI_UNITS;
+		frames[n].args_len = 0;
+		frames[n].args = 0;
+		frames[n].args_at = args ? args->used : 0;
+		if (args) {
+			walk_args(p, mem, &r, buf, span, frame, code, args);
+			frames[n].args_len = (uint16_t)(args->used - frames[n].args_at);
+		}
+		n++;
+		frame = previous;
+	}
+	if (n)
+		frames[n - 1].entry = true;
+	return (int)n;
+}
+
+int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
+		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max)
+{
+	return cpython_walk_args(p, mem, tid, now_ns, frames, max, NULL);
+}
+
+int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
+		      uint64_t now_ns, struct cpython_frame *frames, uint32_t max,
+		      struct cpython_args_out *args)
+{
+	const struct cpython_layout *l = &p->layout;
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	uint64_t tstate;
+	int n = -EAGAIN, tries, err;
+
+	if (!mem)
+		mem = &own;
+	tstate = cpython_tstate_for(p, mem, tid, now_ns, &err);
+	if (err)
+		return -EFAULT;
+	if (!tstate)
+		return 0;
+	/* A running thread can return from frames while we read them: read again. */
+	for (tries = 0; tries < CPYTHON_WALK_TRIES && n < 0; tries++) {
+		if (args)
+			args->used = 0;
+		n = walk_chain(p, mem, first_frame(l, mem, tstate), frames, max, args);
+	}
+	return n;
+}

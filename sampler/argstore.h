@@ -1,0 +1,25 @@
+/* The argument lists read with Python frames, kept once each (sampler/argstore.c). */
+#ifndef PYTRACE_SAMPLER_ARGSTORE_H
+#define PYTRACE_SAMPLER_ARGSTORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct arg_store;
+
+/* NULL with errno set. Free with arg_store__free() (accepts NULL). */
+struct arg_store *arg_store__new(void);
+void arg_store__free(struct arg_store *st);
+
+/*
+ * The id of the @len bytes at @bytes (a frame's raw argument records), adding a copy
+ * when they are new (*@added then true). 0 when out of memory or ids.
+ */
+uint32_t arg_store__add(struct arg_store *st, const uint8_t *bytes, uint32_t len, bool *added);
+
+/* The bytes of @id (and their length in *@len), or NULL for 0 or an id not given. */
+const uint8_t *arg_store__get(const struct arg_store *st, uint32_t id, uint32_t *len);
+
+uint32_t arg_store__count(const struct arg_store *st);
+
+#endif
