@@ -163,7 +163,7 @@ class PfTrace:
                 e = self._lookup(i, interned, "debug_annotation_names", one(a, "name_iid"))
                 name = one(e, "name") if e else None
             value = None
-            for k in ("uint_value", "int_value", "string_value"):
+            for k in ("uint_value", "int_value", "string_value", "bool_value", "double_value"):
                 if k in a:
                     value = one(a, k)
             if "string_value_iid" in a:

@@ -1,0 +1,175 @@
+"""Which work ran where, on which data: a pool's jobs as slices with their arguments.
+
+The fixture (tests/fixtures/py_pool_args.py) fans jobs proc(init_t, interval_t, count)
+out over a pool and prints, for each, the pid and tid that ran it and its own clock
+readings at entry and exit. Every job must be exactly one `proc` slice on the thread that
+ran it, carrying its arguments, its edges at the job's clock readings; under
+multiprocessing's Pool the worker loop's slice around it carries the pool's task number.
+"""
+import os
+import shutil
+import tempfile
+import unittest
+
+from pftrace import PfTrace
+from pythons import interpreters
+from tracefile import ROOT, Trace, run_tool
+
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_pool_args.py")
+MS = 1000000
+# The kernel reads the stack at each switch-out and each sample, so an edge is exact to
+# the instant; what is allowed is the time between the fixture's clock reading and the
+# call's first or last observation on the CPU (interpreter work of the call itself) and
+# the trace's whole microseconds.
+EXACT_TOLERANCE = (2 * MS, 0.02)
+# perf alone: sleeping jobs' edges are switches whose stacks are read while the thread
+# waits, exact too. Computing jobs are seen at samples whose stacks are read from outside
+# about 1 ms late: an edge may be a sampling period (1 ms) plus that late, and a wait
+# whose stack could not be read while it lasted (the thread ran again first) has native
+# frames only, which splits the job's slice there.
+PERF_COMPUTE_TOLERANCE = (4 * MS, 0.02)
+
+
+def jobs_of(stdout):
+    """(pid, tid, (init_t, interval_t, count), start_ns, end_ns) per job, as it timed itself."""
+    out = []
+    for line in stdout.splitlines():
+        if line.startswith("job "):
+            pid, tid, a, b, c, t0, t1 = (int(x) for x in line.split()[1:])
+            out.append((pid, tid, (a, b, c), t0, t1))
+    return out
+
+
+def record(python, backend, kind, method, work):
+    d = tempfile.mkdtemp()
+    try:
+        out = os.path.join(d, "t.json")
+        p = run_tool(["-q", "--backend", backend, "-o", out, "--", python, FIXTURE, kind,
+                      method, work])
+        return p, (Trace(out) if os.path.exists(out) else None)
+    finally:
+        shutil.rmtree(d)
+
+
+def slices_of_job(trace, tid, t0, t1):
+    """The `proc` slices on @tid that lie mostly within [t0, t1] (a neighbour's slice can
+    overlap a job's edge by the microseconds between one job's return and the next)."""
+    return sorted((s for s in trace.slices if s.name == "proc" and s.tid == tid and
+                   min(s.end_ns, t1) - max(s.start_ns, t0) > (s.end_ns - s.start_ns) / 2),
+                  key=lambda s: s.start_ns)
+
+
+class PoolArgs(unittest.TestCase):
+    def run_pool(self, python, backend, kind, method, work, tolerance=EXACT_TOLERANCE,
+                 splits_allowed=False):
+        if backend == "bpf" and os.geteuid() != 0:
+            self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
+        p, trace = record(python, backend, kind, method, work)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(trace.nesting_errors, [])
+        jobs = jobs_of(p.stdout)
+        self.assertEqual(len(jobs), 6 if work == "equal" else 8, (p.stdout, p.stderr))
+        fixed, frac = tolerance
+        tasks = []
+        seen = set()
+        for pid, tid, args, t0, t1 in jobs:
+            mine = slices_of_job(trace, tid, t0, t1)
+            where = "job %s on %d:%d [%d, %d]: %s; losses %s" % (
+                args, pid, tid, t0, t1,
+                [(s.start_ns - t0, s.end_ns - t1, s.args.get("init_t")) for s in mine],
+                trace.losses())
+            self.assertTrue(mine, "no slice: " + where)
+            seen.update(id(s) for s in mine)
+            want = dict(zip(("init_t", "interval_t", "count"), args))
+            for s in mine:
+                self.assertEqual({k: s.args.get(k) for k in want}, want, where)
+                self.assertEqual(s.pid, pid, where)
+            if not splits_allowed:
+                self.assertEqual(len(mine), 1, "one job, more than one slice: " + where)
+            allowed = fixed + frac * (t1 - t0)
+            start_error = trace.edge_error(tid, mine[0].start_ns, t0)
+            end_error = trace.edge_error(tid, mine[-1].end_ns, t1)
+            self.assertLess(start_error, allowed, "start %d ns off: %s" % (start_error, where))
+            self.assertLess(end_error, allowed, "end %d ns off: %s" % (end_error, where))
+            if kind == "pool":
+                loops = [a for a in ancestors(mine[0]) if a.name == "worker"]
+                self.assertEqual(len(loops), 1, where)
+                tasks.append(loops[0].args.get("pool_task"))
+        # No proc slice outside every job: none split off, none made up.
+        strays = [s for s in trace.slices if s.name == "proc" and id(s) not in seen]
+        self.assertEqual(strays, [], strays)
+        if kind == "pool":
+            # starmap(..., chunksize=1): the pool numbers its tasks 0, 1, 2, ... and each
+            # job is one of them, on whichever worker ran it.
+            self.assertEqual(sorted(tasks), list(range(len(jobs))), tasks)
+
+
+class PoolArgsPerfetto(unittest.TestCase):
+    def test_spawned_workers_tasks_in_perfetto(self):
+        """The .pftrace carries the same: each job's arguments on its slice, and the
+        pool's task number on the worker loop's, known at its end when the worker was
+        found late (a spawned worker's first task)."""
+        if os.geteuid() != 0:
+            self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
+        d = tempfile.mkdtemp()
+        try:
+            out = os.path.join(d, "t.pftrace")
+            p = run_tool(["-q", "--backend", "bpf", "-o", out, "--", interpreters()[0][1],
+                          FIXTURE, "pool", "spawn", "equal"])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            trace = PfTrace(out)
+        finally:
+            shutil.rmtree(d)
+        self.assertEqual(trace.errors, [])
+        jobs = jobs_of(p.stdout)
+        procs = [s for s in trace.slices if s.name == "proc"]
+        self.assertEqual(len(procs), len(jobs), procs)
+        for s in procs:
+            self.assertEqual((s.args.get("init_t"), s.args.get("interval_t"),
+                              s.args.get("count")), (1, 1, 2), s.args)
+        tasks = sorted(s.args.get("pool_task") for s in trace.slices if s.name == "worker" and
+                       "pool_task" in s.args)
+        self.assertEqual(tasks, list(range(len(jobs))), tasks)
+
+
+def ancestors(s):
+    out, a = [], s.parent
+    while a:
+        out.append(a)
+        a = a.parent
+    return out
+
+
+def make(python, backend, kind, method, work, **kw):
+    def test(self):
+        self.run_pool(python, backend, kind, method, work, **kw)
+    return test
+
+
+# Every interpreter, as root with eBPF: the seed scenario sleeping and computing under
+# fork, the equal-arguments variant under spawn (its workers find the pool late) and
+# the seed under forkserver; concurrent.futures on a few.
+for _label, _python in interpreters():
+    _name = _label.replace(".", "_").replace("-", "_")
+    for _kind, _method, _work in (("pool", "fork", "sleep"), ("pool", "fork", "compute"),
+                                  ("pool", "spawn", "equal"), ("pool", "forkserver", "sleep"),
+                                  ("pool", "fork", "equal")):
+        setattr(PoolArgs, "test_bpf_%s_%s_%s_%s" % (_kind, _method, _work, _name),
+                make(_python, "bpf", _kind, _method, _work))
+    for _method, _work in (("fork", "sleep"), ("spawn", "equal")):
+        setattr(PoolArgs, "test_perf_pool_%s_%s_%s" % (_method, _work, _name),
+                make(_python, "perf", "pool", _method, _work))
+# concurrent.futures: its executors' tasks are told apart by their arguments only (the
+# executor's work id is an attribute of an object the worker holds, not read yet), so
+# jobs with equal arguments back to back on one worker can be one slice: no two alike.
+for _label, _python in interpreters()[-3:]:
+    _name = _label.replace(".", "_").replace("-", "_")
+    for _kind in ("ppe", "tpe"):
+        setattr(PoolArgs, "test_bpf_%s_distinct_%s" % (_kind, _name),
+                make(_python, "bpf", _kind, "spawn", "distinct"))
+    setattr(PoolArgs, "test_perf_pool_fork_compute_%s" % _name,
+            make(_python, "perf", "pool", "fork", "compute",
+                 tolerance=PERF_COMPUTE_TOLERANCE, splits_allowed=True))
+
+if __name__ == "__main__":
+    unittest.main()
