@@ -106,6 +106,7 @@ $(BUILD)/bench/stamp: bench/stamp.c
 bench: pytrace-sample $(BUILD)/bench/cpu_bound $(BUILD)/bench/stamp
 	python3 bench/perf_overhead.py
 	python3 bench/python_split.py
+	python3 bench/kernel_walk.py
 	python3 bench/startup.py
 
 # The tool itself under ASan+UBSan, for a second end-to-end pass (tests/run.sh).
