@@ -202,11 +202,24 @@ static __u64 find_tstate(const struct pytrace_py_cfg *cfg, __u32 tid)
 	return t.tstate;
 }
 
+/*
+ * Objects passed down a stack (self, the data a recursion works on) are read once per
+ * walk: a later frame's argument that is an object read earlier in the walk (remembered
+ * in one of SEEN_OBJECTS slots by its address) copies its record (memory, not a read of
+ * the process).
+ */
+#define SEEN_OBJECTS 8
+
 /* Per CPU and per kind of walk: where a frame's, a code object's and arguments' bytes land. */
 struct walk_buf {
 	__u8 frame[2 * PYTRACE_BPF_SPAN]; /* twice: see span_len() */
 	__u8 code[2 * PYTRACE_BPF_SPAN];
 	__u64 slots[2 * PYTRACE_BPF_MAX_ARGS];
+	/* The latest objects read in this walk and where their records are in args. */
+	__u64 seen_obj[SEEN_OBJECTS];
+	__u32 seen_at[SEEN_OBJECTS];
+	__u32 seen_walk[SEEN_OBJECTS]; /* the walk that wrote it */
+	__u32 walks;
 	__u8 args[PYTRACE_BPF_ARGS_BYTES];
 };
 
@@ -229,6 +242,7 @@ struct frame_walk {
 	int err;
 	int args_cut;
 	int slots_read; /* the frame's span held its slots */
+	__u32 walk_id;	/* tells this walk's buf->seen_* from earlier walks' */
 };
 
 /*
@@ -293,6 +307,31 @@ static __always_inline __u64 text_of(const struct pytrace_py_cfg *cfg,
 /* Room an argument may take: its text's length is masked to below 2 * ARG_TEXT. */
 #define ARG_MAX_BYTES (sizeof(struct pytrace_raw_arg) + 2 * PYTRACE_BPF_ARG_TEXT)
 
+/* Where @obj is remembered: objects are 16-aligned, the bits above tell them apart. */
+static __always_inline __u32 seen_slot(__u64 obj)
+{
+	return (__u32)((obj >> 4) ^ (obj >> 10)) & (SEEN_OBJECTS - 1);
+}
+
+/*
+ * Copies the record of @obj, when it was read earlier in this walk, to @at: true then.
+ * Records lie in order, so a copy from an earlier one never overwrites its own source.
+ */
+static __always_inline bool copy_seen(struct frame_walk *w, __u64 obj, __u32 at)
+{
+	__u32 k = seen_slot(obj), from;
+
+	if (w->buf->seen_obj[k] != obj || w->buf->seen_walk[k] != w->walk_id)
+		return false;
+	from = w->buf->seen_at[k];
+	asm volatile("" : "+r"(from)); /* masked, see read_frame */
+	from &= PYTRACE_BPF_ARGS_BYTES - 1;
+	if (from > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES || at > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES)
+		return false;
+	/* Overlapping only past the earlier record's own bytes: those are never written. */
+	return !bpf_probe_read_kernel(w->buf->args + at, ARG_MAX_BYTES, w->buf->args + from);
+}
+
 /* Reads argument @j of the frame being read; 1 ends (no room left). A bpf_loop() body. */
 static long read_arg(__u32 j, void *arg)
 {
@@ -308,6 +347,11 @@ static long read_arg(__u32 j, void *arg)
 	asm volatile("" : "+r"(j)); /* masked, see read_frame */
 	obj = w->buf->slots[j & (PYTRACE_BPF_MAX_ARGS - 1)];
 	a = (struct pytrace_raw_arg *)(w->buf->args + at);
+	if (obj && copy_seen(w, obj, at)) {
+		a->frame = w->at;
+		a->index = w->index_base + j;
+		goto done;
+	}
 	a->frame = w->at;
 	a->index = w->index_base + j;
 	a->flags = 0;
@@ -331,7 +375,15 @@ static long read_arg(__u32 j, void *arg)
 			a->flags = PYTRACE_ARG_UNREADABLE;
 		else if (text)
 			a->text_len = len;
+		if (!a->flags) {
+			__u32 k = seen_slot(obj);
+
+			w->buf->seen_obj[k] = obj;
+			w->buf->seen_at[k] = at;
+			w->buf->seen_walk[k] = w->walk_id;
+		}
 	}
+done:
 	w->args_used = at + sizeof(*a) + ((a->text_len + 7) & ~7U);
 	w->e->frames[w->at & (PYTRACE_BPF_MAX_FRAMES - 1)].nargs++;
 	return 0;
@@ -469,6 +521,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	w.buf = bpf_map_lookup_elem(&walk_bufs, &kind);
 	if (!e || !w.buf)
 		return -1;
+	w.walk_id = ++w.buf->walks; /* per CPU and kind: no other walk runs on it meanwhile */
 	event_start(e, tgid, tid, kind);
 	if (kind == PYTRACE_EV_SAMPLE && pass_samples) {
 		const void *regs = current_user_regs();
