@@ -17,7 +17,7 @@ void fresh_stack(struct sampler *s, const struct py_stack *walked)
 	struct py_stack *ps;
 
 	/* Mostly all is known already: then nothing is copied (tens of thousands a second). */
-	if (cpython_all_read(walked->proc, walked->frames, walked->n))
+	if (walked->proc && cpython_all_read(walked->proc, walked->frames, walked->n))
 		return;
 	ps = py_stack_copy(walked);
 	if (!ps)

@@ -3,8 +3,10 @@
 The fixture (tests/fixtures/py_pool_args.py) fans jobs proc(init_t, interval_t, count)
 out over a pool and prints, for each, the pid and tid that ran it and its own clock
 readings at entry and exit. Every job must be exactly one `proc` slice on the thread that
-ran it, carrying its arguments, its edges at the job's clock readings; under
-multiprocessing's Pool the worker loop's slice around it carries the pool's task number.
+ran it, carrying its arguments, its edges within 2 ms + 2 % of the job's clock readings
+(as root, eBPF; the perf backend alone gets the README's documented allowance, see
+PERF_TOLERANCE); under multiprocessing's Pool the worker loop's slice around it carries
+the pool's task number.
 """
 import os
 import shutil
@@ -22,12 +24,13 @@ MS = 1000000
 # call's first or last observation on the CPU (interpreter work of the call itself) and
 # the trace's whole microseconds.
 EXACT_TOLERANCE = (2 * MS, 0.02)
-# perf alone: sleeping jobs' edges are switches whose stacks are read while the thread
-# waits, exact too. Computing jobs are seen at samples whose stacks are read from outside
-# about 1 ms late: an edge may be a sampling period (1 ms) plus that late, and a wait
-# whose stack could not be read while it lasted (the thread ran again first) has native
-# frames only, which splits the job's slice there.
-PERF_COMPUTE_TOLERANCE = (4 * MS, 0.02)
+# perf alone gets the README's documented allowance, as in test_python_record: stacks
+# read from outside about 1 ms after their samples, a wait too short to be read while it
+# lasted given the thread's last stack if at most 4 periods old (an edge next to one can
+# be off by that), and a preemption whose stack is unknown left without Python frames
+# (a hole of up to one scheduler slice, ~8 ms, splitting the job's slice). Mostly its
+# sleeping jobs come out exact; under load not always.
+PERF_TOLERANCE = (2 * MS + 4 * MS + 8 * MS, 0.02)
 
 
 def jobs_of(stdout):
@@ -60,8 +63,7 @@ def slices_of_job(trace, tid, t0, t1):
 
 
 class PoolArgs(unittest.TestCase):
-    def run_pool(self, python, backend, kind, method, work, tolerance=EXACT_TOLERANCE,
-                 splits_allowed=False):
+    def run_pool(self, python, backend, kind, method, work):
         if backend == "bpf" and os.geteuid() != 0:
             self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
         p, trace = record(python, backend, kind, method, work)
@@ -69,7 +71,8 @@ class PoolArgs(unittest.TestCase):
         self.assertEqual(trace.nesting_errors, [])
         jobs = jobs_of(p.stdout)
         self.assertEqual(len(jobs), 6 if work == "equal" else 8, (p.stdout, p.stderr))
-        fixed, frac = tolerance
+        perf = backend == "perf"
+        fixed, frac = PERF_TOLERANCE if perf else EXACT_TOLERANCE
         tasks = []
         seen = set()
         for pid, tid, args, t0, t1 in jobs:
@@ -84,9 +87,14 @@ class PoolArgs(unittest.TestCase):
             for s in mine:
                 self.assertEqual({k: s.args.get(k) for k in want}, want, where)
                 self.assertEqual(s.pid, pid, where)
-            if not splits_allowed:
-                self.assertEqual(len(mine), 1, "one job, more than one slice: " + where)
             allowed = fixed + frac * (t1 - t0)
+            if not perf:
+                self.assertEqual(len(mine), 1, "one job, more than one slice: " + where)
+            for a, b in zip(mine, mine[1:]):
+                # perf: pieces split at a preemption whose stack is unknown, abutting
+                # but for that hole (the machine's time, when the trace shows it).
+                hole = b.start_ns - a.end_ns - trace.preempted(tid, a.end_ns, b.start_ns)
+                self.assertLess(hole, allowed, "a hole of %d ns: %s" % (hole, where))
             start_error = trace.edge_error(tid, mine[0].start_ns, t0)
             end_error = trace.edge_error(tid, mine[-1].end_ns, t1)
             self.assertLess(start_error, allowed, "start %d ns off: %s" % (start_error, where))
@@ -95,8 +103,14 @@ class PoolArgs(unittest.TestCase):
                 loops = [a for a in ancestors(mine[0]) if a.name == "worker"]
                 self.assertEqual(len(loops), 1, where)
                 tasks.append(loops[0].args.get("pool_task"))
-        # No proc slice outside every job: none split off, none made up.
-        strays = [s for s in trace.slices if s.name == "proc" and id(s) not in seen]
+        # No proc slice outside every job: none split off, none made up. perf: a piece
+        # next to one of its jobs' edges, within the allowance and with its arguments,
+        # is that job's (a stack read late).
+        strays = [s for s in trace.slices if s.name == "proc" and id(s) not in seen and
+                  not (perf and any(
+                      s.tid == tid and s.args.get("init_t") == args[0] and
+                      min(abs(s.start_ns - t0), abs(s.end_ns - t1)) < fixed + frac * (t1 - t0)
+                      for _, tid, args, t0, t1 in jobs))]
         self.assertEqual(strays, [], strays)
         if kind == "pool":
             # starmap(..., chunksize=1): the pool numbers its tasks 0, 1, 2, ... and each
@@ -140,9 +154,9 @@ def ancestors(s):
     return out
 
 
-def make(python, backend, kind, method, work, **kw):
+def make(python, backend, kind, method, work):
     def test(self):
-        self.run_pool(python, backend, kind, method, work, **kw)
+        self.run_pool(python, backend, kind, method, work)
     return test
 
 
@@ -168,8 +182,7 @@ for _label, _python in interpreters()[-3:]:
         setattr(PoolArgs, "test_bpf_%s_distinct_%s" % (_kind, _name),
                 make(_python, "bpf", _kind, "spawn", "distinct"))
     setattr(PoolArgs, "test_perf_pool_fork_compute_%s" % _name,
-            make(_python, "perf", "pool", "fork", "compute",
-                 tolerance=PERF_COMPUTE_TOLERANCE, splits_allowed=True))
+            make(_python, "perf", "pool", "fork", "compute"))
 
 if __name__ == "__main__":
     unittest.main()
