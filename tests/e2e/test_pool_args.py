@@ -88,13 +88,21 @@ class PoolArgs(unittest.TestCase):
                 self.assertEqual({k: s.args.get(k) for k in want}, want, where)
                 self.assertEqual(s.pid, pid, where)
             allowed = fixed + frac * (t1 - t0)
-            if not perf:
-                self.assertEqual(len(mine), 1, "one job, more than one slice: " + where)
             for a, b in zip(mine, mine[1:]):
-                # perf: pieces split at a preemption whose stack is unknown, abutting
-                # but for that hole (the machine's time, when the trace shows it).
+                # Pieces only where the job was preempted and that preemption came out
+                # without its Python frames: with eBPF the README's known gap (seen under
+                # a CPU hog, 1 run in ~50), nothing else; perf also splits at waits
+                # whose stacks it did not know. The hole is the machine's time.
                 hole = b.start_ns - a.end_ns - trace.preempted(tid, a.end_ns, b.start_ns)
-                self.assertLess(hole, allowed, "a hole of %d ns: %s" % (hole, where))
+                self.assertLess(hole, allowed if perf else 200000,
+                                "one job, two slices, %d ns between them not a preemption "
+                                "(the tool's fault): %s" % (hole, where))
+            if not perf:
+                self.assertLessEqual(len(mine), 3, where)
+            # perf: a computing job on a loaded machine is preempted many times, and
+            # each preemption whose stack it did not know splits it: no count is promised,
+            # only that every piece is the job's, with its arguments, and each hole is
+            # within the allowance.
             start_error = trace.edge_error(tid, mine[0].start_ns, t0)
             end_error = trace.edge_error(tid, mine[-1].end_ns, t1)
             self.assertLess(start_error, allowed, "start %d ns off: %s" % (start_error, where))
