@@ -385,7 +385,6 @@ static long read_arg(__u32 j, void *arg)
 	}
 done:
 	w->args_used = at + sizeof(*a) + ((a->text_len + 7) & ~7U);
-	w->e->frames[w->at & (PYTRACE_BPF_MAX_FRAMES - 1)].nargs++;
 	return 0;
 }
 
@@ -473,7 +472,6 @@ static long read_frame(__u32 i, void *arg)
 	f->code = code;
 	f->instr = span_u64(b->frame, cfg->frame_instr);
 	f->owner = cfg->frame_owner ? (__u8)span_u64(b->frame, cfg->frame_owner) : 0;
-	f->nargs = 0;
 	f->fingerprint = 0;
 	w->at = i;
 	w->e->nframes = i + 1;

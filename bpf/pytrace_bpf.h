@@ -79,8 +79,7 @@ struct pytrace_raw_frame {
 	__u64 fingerprint; /* co_filename ^ (co_name << 1) */
 	__u64 instr;	   /* f_lasti, prev_instr or instr_ptr, as stored */
 	__u8 owner;
-	__u8 nargs; /* its arguments sent (struct pytrace_raw_arg, in order after the frames) */
-	__u8 pad[2];
+	__u8 pad[3];
 	__u32 args_id; /* not the kernel's: user space keeps its arguments' id here */
 };
 

@@ -433,8 +433,6 @@ int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, 
 struct cpython_raw_frame {
 	uint64_t code, fingerprint, instr;
 	uint8_t owner;
-	uint16_t args_len; /* its arguments' raw records: bytes at args_at of the event */
-	uint32_t args_at;
 	uint32_t args; /* passed on to cpython_frame.args */
 };
 int cpython_frames_from_raw(const struct cpython_layout *l, const struct cpython_raw_frame *raw,

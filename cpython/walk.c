@@ -72,8 +72,8 @@ int cpython_frames_from_raw(const struct cpython_layout *l, const struct cpython
 		frames[n].code = raw[i].code;
 		frames[n].fingerprint = raw[i].fingerprint;
 		frames[n].lasti = raw_lasti(l, raw[i].instr, raw[i].code);
-		frames[n].args_len = raw[i].args_len;
-		frames[n].args_at = raw[i].args_at;
+		frames[n].args_len = 0; /* kept already: args is their id */
+		frames[n].args_at = 0;
 		frames[n].args = raw[i].args;
 		/* Before 3.11 every frame has its own C-level call; 3.11's is_entry is not read. */
 		frames[n].entry = l->instr <= CPYTHON_LASTI_UNITS;

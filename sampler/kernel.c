@@ -57,8 +57,6 @@ static struct py_stack *kernel_stack(struct sampler *s, struct cpython_process *
 		raw[i].fingerprint = e->frames[i].fingerprint;
 		raw[i].instr = e->frames[i].instr;
 		raw[i].owner = e->frames[i].owner;
-		raw[i].args_len = 0;
-		raw[i].args_at = 0;
 		raw[i].args = e->frames[i].args_id; /* kept as the event was taken */
 	}
 	count = cpython_frames_from_raw(&proc->layout, raw, n, s->py_scratch, CPYTHON_MAX_FRAMES);
