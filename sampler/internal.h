@@ -75,6 +75,7 @@ struct task_state {
 	uint64_t outside_read_ns;
 	struct py_stack *outside_py;
 	struct py_stack *last_py;	 /* of the latest sample followed: the drainer's view */
+	struct py_stack *prev_py;	 /* the one before it, read earlier */
 	struct py_stack *out_py;	 /* last_py as of the switch-out: a guess for short waits */
 	struct py_fifo kernel_outs;	 /* read by the kernel at switch-outs */
 	struct py_fifo kernel_samples;	 /* read by the kernel at samples perf also kept */
@@ -322,6 +323,8 @@ void track_python(struct sampler *s, struct qrec *q);
 /* ---- waitstack.c: the stack a wait gets ---- */
 void note_after_resume(struct task_state *t, const struct py_stack *ps);
 void keep_common_root(struct py_stack *guess, const struct py_stack *after);
+void remember_py(struct task_state *t, const struct py_stack *ps);
+struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns);
 uint64_t period_ns(const struct sampler *s);
 bool guess_fits(struct sampler *s, const struct task_state *t, const struct py_stack *ps,
 		uint64_t at_ns);

@@ -131,8 +131,7 @@ void capture_waiting(struct sampler *s)
 		t = c->py ? task_get(s, p->pid, (uint32_t)key, true) : NULL;
 		if (t) {
 			/* The latest known state of the thread, for guesses that follow. */
-			py_stack_free(t->last_py);
-			t->last_py = py_stack_copy(c->py);
+			remember_py(t, c->py);
 			note_after_resume(t, c->py);
 		}
 		capture_keep(s, (uint32_t)key, c);

@@ -355,11 +355,10 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 					      : 0);
 	}
 	if (q->py) {
-		py_stack_free(t->last_py);
-		t->last_py = py_stack_copy(q->py);
+		remember_py(t, q->py);
 		note_after_resume(t, q->py);
-	} else if (t && guess_fits(s, t, t->last_py, q->time)) {
-		q->py = py_stack_copy(t->last_py);
+	} else if (t) {
+		q->py = guess_at(s, t, q->time);
 	}
 }
 
@@ -401,8 +400,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		q->py = NULL;
 	}
 	if (q->py) {
-		py_stack_free(t->last_py);
-		t->last_py = py_stack_copy(q->py);
+		remember_py(t, q->py);
 		note_after_resume(t, q->py);
 	} else if (guess_fits(s, t, t->last_py, q->time)) {
 		/* Gone by the time we looked (it left Python, or exited): its latest. */

@@ -36,6 +36,7 @@ void task_free(struct task_state *t)
 	free(t->outside_stack);
 	py_stack_free(t->outside_py);
 	py_stack_free(t->last_py);
+	py_stack_free(t->prev_py);
 	py_stack_free(t->out_py);
 	py_fifo_clear(&t->kernel_outs);
 	py_fifo_clear(&t->kernel_samples);

@@ -74,6 +74,14 @@ void keep_common_root(struct py_stack *guess, const struct py_stack *after)
 	guess->n = n;
 }
 
+/* @ps is the thread's latest known stack; the one it replaces is kept as the one before. */
+void remember_py(struct task_state *t, const struct py_stack *ps)
+{
+	py_stack_free(t->prev_py);
+	t->prev_py = t->last_py;
+	t->last_py = py_stack_copy(ps);
+}
+
 /*
  * Whether a thread's latest known Python stack may stand for it at @at_ns: it must be
  * of the same interpreter image (not from before an exec) and read for a moment at
@@ -98,6 +106,32 @@ bool guess_fits(struct sampler *s, const struct task_state *t, const struct py_s
 {
 	return ps && at_ns >= ps->at_ns && at_ns - ps->at_ns <= guess_window(s) &&
 	       ps->proc == hashmap__get(s->pythons, t->pid);
+}
+
+/*
+ * The thread's Python stack as of @at_ns, a switch-out, for the wait it begins: its latest
+ * known one if read by then. The drainer reads a sample's stack when it gets to it, often
+ * after the switch-outs that follow the sample, when the thread may have run on, past the
+ * wait: read then, it is an "after", known to hold over the wait only where it agrees with
+ * a stack read before (the one it replaced). Without one, nothing is known.
+ */
+struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns)
+{
+	struct py_stack *ps;
+
+	if (!guess_fits(s, t, t->last_py, at_ns) || !(ps = py_stack_copy(t->last_py)))
+		return NULL;
+	if (ps->read_ns > at_ns) {
+		if (guess_fits(s, t, t->prev_py, at_ns) && t->prev_py->read_ns <= at_ns)
+			keep_common_root(ps, t->prev_py);
+		else
+			ps->n = 0;
+	}
+	if (!ps->n) {
+		py_stack_free(ps);
+		return NULL;
+	}
+	return ps;
 }
 
 /* An off-CPU span for @t ending at @end, with the best stack we have. */
