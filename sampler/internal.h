@@ -80,6 +80,7 @@ struct task_state {
 	struct py_fifo kernel_outs;	 /* read by the kernel at switch-outs */
 	struct py_fifo kernel_samples;	 /* read by the kernel at samples perf also kept */
 	uint64_t chain_start;		 /* the first switch-in since the last stack read, or 0 */
+	uint64_t seen_ns;		 /* its latest sample or switch-in followed */
 	struct after_stack *afters;	 /* oldest first: kept until their waits go out */
 	struct after_stack *afters_last; /* the newest, where the next one goes */
 };
@@ -98,6 +99,7 @@ struct py_stack {
 	uint64_t at_ns; /* the record it was read for: a sample or a switch-out */
 	bool extended;	/* at_ns moved to the end of the wait it was read in */
 	bool kernel;	/* read by the kernel at a switch-out (copies are not) */
+	bool early;	/* ... well before perf's record of that switch: at_ns is its time */
 	bool exact;
 	uint64_t user_ip, user_sp; /* kernel samples: the user registers perf saw too */
 	int64_t syscall;	   /* kernel switch-outs: the system call it waits in, or -1 */
@@ -340,7 +342,7 @@ const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, uint32_t 
 /* ---- kernel.c: the eBPF reader's events ---- */
 void take_kernel_event(void *ctx, const struct pytrace_event *e);
 struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q);
-struct py_stack *take_kernel_out(struct task_state *t, uint64_t out_time);
+struct py_stack *take_kernel_out(struct sampler *s, struct task_state *t, uint64_t out_time);
 
 /* ---- handout.c: records as callers see them ---- */
 void release_held(struct sampler *s);

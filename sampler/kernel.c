@@ -197,8 +197,23 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 /*
  * The kernel's reading of the switch-out at @out_time, if it made one: the tracepoint
  * runs just before perf writes its switch record, so at most a few microseconds earlier.
+ * Rarely (1 switch in a few thousand, under a CPU hog) perf writes no record of a
+ * switch the kernel saw, nor of the switch-in that ends it, and its next switch-out
+ * record comes milliseconds later: the thread, neither sampled nor switched in since
+ * the kernel saw it leave, was off the CPU from then. That reading is taken, marked
+ * early: the wait starts at its time (else a silence in the trace splits the calls).
  */
-struct py_stack *take_kernel_out(struct task_state *t, uint64_t out_time)
+struct py_stack *take_kernel_out(struct sampler *s, struct task_state *t, uint64_t out_time)
 {
-	return py_fifo_take(&t->kernel_outs, out_time, 1000000);
+	struct py_stack *ps = py_fifo_take(&t->kernel_outs, out_time, UINT64_MAX);
+
+	if (ps && out_time - ps->at_ns >= 1000000) {
+		if (ps->at_ns <= t->seen_ns) {
+			py_stack_free(ps); /* the thread ran since: another switch's */
+			return NULL;
+		}
+		ps->early = true;
+		s->stats.kernel_switches_early++;
+	}
+	return ps;
 }

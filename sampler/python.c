@@ -318,6 +318,8 @@ static void track_switch_in(struct sampler *s, struct qrec *q)
 	}
 	if (t && !t->chain_start)
 		t->chain_start = q->time;
+	if (t)
+		t->seen_ns = q->time;
 }
 
 /*
@@ -345,7 +347,7 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 	trailer_ids(q, ids);
 	find_gil(s, ids[0], q->time);
 	t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
-	q->py = t ? take_kernel_out(t, q->time) : NULL;
+	q->py = t ? take_kernel_out(s, t, q->time) : NULL;
 	if (t && !q->py && s->bpf) {
 		s->stats.kernel_switch_misses++;
 		pr_debug("switch-out of %u at %" PRIu64 " without the kernel's stack (%u "
@@ -382,6 +384,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		q->py = walk_python(s, ids[0], ids[1], false, q->time);
 	if (!t)
 		return;
+	t->seen_ns = q->time;
 	if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s)) {
 		/*
 		 * Read well after the sample (a busy machine): the thread may have

@@ -141,21 +141,22 @@ struct sampler_rec {
 };
 
 struct sampler_stats {
-	uint64_t samples;	       /* on-CPU samples delivered */
-	uint64_t off_cpu_spans;	       /* delivered */
-	uint64_t lost_records;	       /* the kernel's count of records dropped (full buffers) */
-	uint64_t lost_samples;	       /* PERF_RECORD_LOST_SAMPLES */
-	uint64_t throttled;	       /* times the kernel throttled sampling */
-	uint64_t unpaired_switches;    /* switch records without their other half */
-	uint64_t python_walks;	       /* Python stacks read */
-	uint64_t stale_captures;       /* waits read from outside too late, discarded */
-	uint64_t late_walks;	       /* samples whose stack was read late, cut to what held */
-	uint64_t kernel_switch_stacks; /* Python stacks read by the kernel at switch-outs */
-	uint64_t kernel_switch_misses; /* Python threads' switch-outs it did not read */
-	uint64_t kernel_samples;       /* samples whose Python stacks the kernel read */
-	uint64_t kernel_samples_lost;  /* ... of processes not yet known to run CPython */
-	uint64_t kernel_events_lost;   /* the kernel-side reader's ring was full */
-	uint64_t kernel_read_errors;   /* its walks cut short by unreadable memory */
+	uint64_t samples;		/* on-CPU samples delivered */
+	uint64_t off_cpu_spans;		/* delivered */
+	uint64_t lost_records;		/* the kernel's count of records dropped (full buffers) */
+	uint64_t lost_samples;		/* PERF_RECORD_LOST_SAMPLES */
+	uint64_t throttled;		/* times the kernel throttled sampling */
+	uint64_t unpaired_switches;	/* switch records without their other half */
+	uint64_t python_walks;		/* Python stacks read */
+	uint64_t stale_captures;	/* waits read from outside too late, discarded */
+	uint64_t late_walks;		/* samples whose stack was read late, cut to what held */
+	uint64_t kernel_switch_stacks;	/* Python stacks read by the kernel at switch-outs */
+	uint64_t kernel_switch_misses;	/* Python threads' switch-outs it did not read */
+	uint64_t kernel_switches_early; /* ... it read, perf's record of them milliseconds later */
+	uint64_t kernel_samples;	/* samples whose Python stacks the kernel read */
+	uint64_t kernel_samples_lost;	/* ... of processes not yet known to run CPython */
+	uint64_t kernel_events_lost;	/* the kernel-side reader's ring was full */
+	uint64_t kernel_read_errors;	/* its walks cut short by unreadable memory */
 	uint64_t kernel_cut_stacks;    /* its stacks cut at its frame limit (root frames missing) */
 	uint64_t kernel_empty_walks;   /* ... that found no Python frame (start-up, shutdown) */
 	uint64_t kernel_threads_found; /* thread states it found in an interpreter itself */

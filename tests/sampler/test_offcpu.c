@@ -177,6 +177,79 @@ static void test_offcpu__switch_notes_survive_a_drain(void **state)
 	qrec_free(q);
 }
 
+/* A Python process for PID, with nothing to read in it. */
+static struct cpython_process *fake_python(struct sampler *s)
+{
+	struct cpython_process *proc = calloc(1, sizeof(*proc));
+
+	assert_non_null(proc);
+	proc->refs = 1;
+	proc->gil_known = true;
+	assert_int_equal(hashmap__set(s->pythons, PID, proc), 0);
+	return proc;
+}
+
+/* What the kernel reads at a switch-out at @at: two frames. */
+static struct py_stack *kernel_read(struct cpython_process *proc, uint64_t at)
+{
+	struct cpython_frame frames[2] = { { .code = 0x1000 }, { .code = 0x2000 } };
+	struct py_stack *ps = py_stack_new(proc, 2, frames);
+
+	assert_non_null(ps);
+	ps->read_ns = ps->at_ns = at;
+	ps->kernel = ps->exact = true;
+	return ps;
+}
+
+/* Follows @q as the drainer does (Python stacks, switch notes), then queues it. */
+static void follow(struct sampler *s, struct qrec *q)
+{
+	track_python(s, q);
+	track_switch(s, q);
+	push(s, q);
+}
+
+/*
+ * The kernel read a switch-out at 1.8 ms; perf's next record of the thread is a
+ * switch-out at 5.8 ms (its records of the 1.8 ms switch and of the switch-in after
+ * it never came: seen under a CPU hog). Unseen since, the thread waited from 1.8 ms,
+ * with the kernel's stack. Had it been seen since (a switch-in at 3 ms), the reading
+ * would be another switch's: not taken.
+ */
+static void test_offcpu__kernel_saw_the_switch_first(void **state)
+{
+	struct sampler *s = *state;
+	struct cpython_process *proc = fake_python(s);
+	const struct sampler_rec *r;
+	struct task_state *t = task_get(s, PID, TID, true);
+	struct sampler_stats st;
+	int seen;
+
+	assert_non_null(t);
+	for (seen = 0; seen < 2; seen++) {
+		uint64_t base = seen * 10000000ULL;
+
+		follow(s, switch_rec(PERF_RECORD_MISC_SWITCH_OUT, TID, base + 900000));
+		follow(s, switch_rec(0, TID, base + 1000000));
+		assert_non_null(sampler__next(s));
+		py_fifo_push(&t->kernel_outs, kernel_read(proc, base + 1800000));
+		if (seen)
+			follow(s, switch_rec(0, TID, base + 3000000)); /* unpaired: no span */
+		follow(s,
+		       switch_rec(PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
+				  TID, base + 5800000));
+		follow(s, switch_rec(0, TID, base + 6000000));
+		r = sampler__next(s);
+		assert_non_null(r);
+		assert_int_equal(r->kind, SREC_OFF_CPU);
+		assert_int_equal(r->sample.end_ns, base + 6000000);
+		assert_int_equal(r->time_ns, base + (seen ? 5800000 : 1800000));
+		assert_int_equal(r->sample.npy, seen ? 0 : 2);
+	}
+	sampler__stats(s, &st);
+	assert_int_equal(st.kernel_switches_early, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -189,6 +262,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_offcpu__stop_closes_waits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_offcpu__switch_notes_survive_a_drain, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_offcpu__kernel_saw_the_switch_first, setup,
 						teardown),
 	};
 
