@@ -68,11 +68,15 @@ class KernelReader(BpfTestCase):
             print("note: %s: the machine kept a thread of the tool from a CPU for %d of %d "
                   "ms; it lost %d records" % (self.id(), starved // 1000000, wall // 1000000,
                                               lost))
-        self.assertLessEqual(lost, (0.1 if machine else 0.01) * len(waits),
-                             "the tool lost %d records for %d waits, its threads waited at "
-                             "most %d of %d ms for a CPU (%s): %r"
-                             % (lost, len(waits), starved // 1000000, wall // 1000000,
-                                "machine starved it" if machine else "tool fault", other))
+        # The sanitizer build drains 3-5 times slower: starved too, its rate is the
+        # machine's (14 thousand lost with one core kept busy, its drainer off a CPU
+        # for 296 of 1733 ms); its memory checks are what it is run for.
+        if not (machine and SANITIZED):
+            self.assertLessEqual(lost, (0.1 if machine else 0.01) * len(waits),
+                                 "the tool lost %d records for %d waits, its threads waited "
+                                 "at most %d of %d ms for a CPU (%s): %r"
+                                 % (lost, len(waits), starved // 1000000, wall // 1000000,
+                                    "machine starved it" if machine else "tool fault", other))
         # The worker threads' waits are under ping or pong, but for their start and end
         # and the switches the tool itself counts as unread or lost (once 0.85 % in a
         # full suite). The main thread only starts and joins them.
