@@ -318,7 +318,10 @@ const struct sampler_rec *sampler__next(struct sampler *s)
 {
 	const struct sampler_rec *r;
 
+	/* Said to the drainer, which then leaves the lock to us (see drainer_main). */
+	__atomic_add_fetch(&s->handout_waiting, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&s->lock);
+	__atomic_sub_fetch(&s->handout_waiting, 1, __ATOMIC_RELAXED);
 	r = next_locked(s);
 	pthread_mutex_unlock(&s->lock);
 	return r;

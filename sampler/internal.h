@@ -81,6 +81,7 @@ struct task_state {
 	struct py_fifo kernel_samples;	 /* read by the kernel at samples perf also kept */
 	uint64_t chain_start;		 /* the first switch-in since the last stack read, or 0 */
 	uint64_t seen_ns;		 /* its latest sample or switch-in followed */
+	uint64_t kernel_sample_ns;	 /* its latest sample the kernel read (kept for perf's) */
 	struct after_stack *afters;	 /* oldest first: kept until their waits go out */
 	struct after_stack *afters_last; /* the newest, where the next one goes */
 };
@@ -199,6 +200,7 @@ struct sampler {
 	bool drainer_running;
 	volatile bool drainer_stop;
 	pthread_mutex_t lock; /* everything here, between the drainer and sampler__next() */
+	int handout_waiting;  /* sampler__next() is waiting for the lock (atomic) */
 	struct qrec **batch;  /* records of the drain in progress */
 	size_t batch_count, batch_capacity;
 	uint64_t batch_seq;

@@ -184,6 +184,10 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 		py_fifo_push(&t->kernel_outs, ps);
 		s->stats.kernel_switch_stacks++;
 	} else if (s->opts.native || s->opts.kernel_stacks) {
+		/* The thread's latest known stack too: perf's record of it is not walked. */
+		t->kernel_sample_ns = e->time_ns;
+		remember_py(t, ps);
+		note_after_resume(t, ps);
 		py_fifo_push(&t->kernel_samples, ps);
 	} else {
 		out = kernel_sample_record(s, e, ps);

@@ -380,7 +380,14 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	    (enum event_role)(uintptr_t)hashmap__get(s->roles, id) != ROLE_CLOCK)
 		return;
 	t = task_get(s, ids[0], ids[1], true);
-	if (!q->py)
+	/*
+	 * perf keeps its record of a sample the kernel read when native or kernel frames are
+	 * wanted; the kernel's reading follows it and is matched as the record goes out. A
+	 * walk from outside would be thrown away then: at 20 kHz with --native, walking
+	 * every one made each drain take 0.1-0.5 s, and the hand-out (Ctrl-C with it) wait
+	 * for seconds. Walked only for a thread the kernel has not read lately.
+	 */
+	if (!q->py && !(t && t->kernel_sample_ns && q->time <= t->kernel_sample_ns + 10000000))
 		q->py = walk_python(s, ids[0], ids[1], false, q->time);
 	if (!t)
 		return;

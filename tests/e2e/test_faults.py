@@ -259,10 +259,10 @@ class Interrupts(FaultCase):
         wrote = [t for t, l in lines if "wrote" in l]
         self.assertTrue(wrote, lines)
         # About a second alone (0.5 s of processing, 0.2 s of counting, the stop
-        # itself: 0.55-0.65 s measured). Inside a full suite it took 3.1 s in 3 runs of
-        # 3 with its threads waiting only 0.15 s for a CPU: the signal is seen between
-        # records, and the drainer (real-time while it reads Python stacks) holds the
-        # lock the hand-out needs for a whole drain round (a known defect, issue 9).
+        # itself: 0.55-0.65 s measured). It took 2.7-4.1 s in 1 run of 4 (and in full
+        # suites) while every perf sample the kernel had read was also walked from
+        # outside (0.1-0.5 s drain rounds) and the drainer, re-taking the lock at once,
+        # kept the hand-out (which sees the signal) waiting 1.6 s: 0.5-1.1 s since.
         # So: 4 s, plus the time a thread of the tool waited for a CPU; before the
         # backlog was bounded it took 16-20 s.
         took = wrote[0] - sent[0]
