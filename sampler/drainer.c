@@ -129,6 +129,24 @@ static void drain_once(struct sampler *s)
 }
 
 /*
+ * A mutex is not fair: a real-time drainer that locks again at once can keep the
+ * hand-out waiting through many rounds (1.6 s once, at 20 kHz with --native). One that
+ * has waited over 10 ms gets the lock before the next round (up to 1 ms later). Not
+ * sooner: each such pause delays the next drain, and with it the stacks read from
+ * outside (a pause at every round lost records and Python frames under a CPU hog).
+ */
+static void handout_turn(struct sampler *s)
+{
+	uint64_t since = __atomic_load_n(&s->handout_waiting_since, __ATOMIC_RELAXED);
+	int i;
+
+	if (!since || sampler_now_ns() < since + 10000000)
+		return;
+	for (i = 0; i < 20 && __atomic_load_n(&s->handout_waiting_since, __ATOMIC_RELAXED); i++)
+		nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+}
+
+/*
  * The drainer thread. Python stacks are read when records are drained, so draining
  * must not wait for the records to be processed (loading a new process's modules can
  * take tens of ms): this thread drains about every millisecond, whatever the rest does.
@@ -167,14 +185,7 @@ static void *drainer_main(void *arg)
 		python = hashmap__count(s->pythons) > 0 &&
 			 (!s->kernel_samples || s->stats.python_walks != walks);
 		pthread_mutex_unlock(&s->lock);
-		/*
-		 * A mutex is not fair: a real-time drainer that locks again at once can keep the
-		 * hand-out waiting through many rounds (1.6 s once, at 20 kHz with --native).
-		 * When it waits, it gets the lock before the next round (up to 1 ms later).
-		 */
-		for (int i = 0; i < 20 && __atomic_load_n(&s->handout_waiting, __ATOMIC_RELAXED);
-		     i++)
-			nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+		handout_turn(s);
 		if (python == fast)
 			continue;
 		/*

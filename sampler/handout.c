@@ -318,10 +318,10 @@ const struct sampler_rec *sampler__next(struct sampler *s)
 {
 	const struct sampler_rec *r;
 
-	/* Said to the drainer, which then leaves the lock to us (see drainer_main). */
-	__atomic_add_fetch(&s->handout_waiting, 1, __ATOMIC_RELAXED);
+	/* Said to the drainer, which leaves the lock to us if we wait long (drainer_main). */
+	__atomic_store_n(&s->handout_waiting_since, sampler_now_ns(), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&s->lock);
-	__atomic_sub_fetch(&s->handout_waiting, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->handout_waiting_since, 0, __ATOMIC_RELAXED);
 	r = next_locked(s);
 	pthread_mutex_unlock(&s->lock);
 	return r;

@@ -200,8 +200,8 @@ struct sampler {
 	bool drainer_running;
 	volatile bool drainer_stop;
 	pthread_mutex_t lock; /* everything here, between the drainer and sampler__next() */
-	int handout_waiting;  /* sampler__next() is waiting for the lock (atomic) */
-	struct qrec **batch;  /* records of the drain in progress */
+	uint64_t handout_waiting_since; /* when sampler__next() began to wait for it, or 0 */
+	struct qrec **batch;		/* records of the drain in progress */
 	size_t batch_count, batch_capacity;
 	uint64_t batch_seq;
 	struct cpython_frame *py_scratch;
