@@ -262,7 +262,7 @@ class Interrupts(FaultCase):
         # itself: 0.55-0.65 s measured). It took 2.7-4.1 s in 1 run of 4 (and in full
         # suites) while every perf sample the kernel had read was also walked from
         # outside (0.1-0.5 s drain rounds) and the drainer, re-taking the lock at once,
-        # kept the hand-out (which sees the signal) waiting 1.6 s: 0.5-1.1 s since.
+        # kept the hand-out (which sees the signal) waiting 1.6 s: 0.52-0.62 s since.
         # So: 4 s, plus the time a thread of the tool waited for a CPU; before the
         # backlog was bounded it took 16-20 s.
         took = wrote[0] - sent[0]
