@@ -155,6 +155,7 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "kernel_empty_walks", st.kernel_empty_walks);
 	trace__note(s->trace, "kernel_threads_found", st.kernel_threads_found);
 	trace__note(s->trace, "kernel_forks_followed", st.kernel_forks_followed);
+	trace__note(s->trace, "python_walks", st.python_walks);
 	trace__note(s->trace, "late_python_walks", st.late_walks);
 	trace__note(s->trace, "stale_captures", st.stale_captures);
 	trace__note(s->trace, "frequency_hz", s->opts->sampler.frequency_hz);

@@ -37,6 +37,8 @@
 #define KERNEL_EVENT_RECORD 0x7f01
 /* Longer than the kernel takes from stamping an event to sending it. */
 #define KERNEL_EVENT_MARGIN_NS 1000000ULL
+/* A thread whose sample the kernel read this recently has the next ones read too. */
+#define KERNEL_READS_NS 10000000ULL
 
 enum event_role {
 	ROLE_CLOCK = 1,	 /* cpu-clock samples, side-band records */
@@ -325,7 +327,6 @@ void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, u
 void track_python(struct sampler *s, struct qrec *q);
 
 /* ---- waitstack.c: the stack a wait gets ---- */
-void note_after_resume(struct task_state *t, const struct py_stack *ps);
 void keep_common_root(struct py_stack *guess, const struct py_stack *after);
 void remember_py(struct task_state *t, const struct py_stack *ps);
 struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns);

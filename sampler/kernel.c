@@ -187,7 +187,6 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 		/* The thread's latest known stack too: perf's record of it is not walked. */
 		t->kernel_sample_ns = e->time_ns;
 		remember_py(t, ps);
-		note_after_resume(t, ps);
 		py_fifo_push(&t->kernel_samples, ps);
 	} else {
 		out = kernel_sample_record(s, e, ps);

@@ -132,7 +132,6 @@ void capture_waiting(struct sampler *s)
 		if (t) {
 			/* The latest known state of the thread, for guesses that follow. */
 			remember_py(t, c->py);
-			note_after_resume(t, c->py);
 		}
 		capture_keep(s, (uint32_t)key, c);
 	}

@@ -358,7 +358,6 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 	}
 	if (q->py) {
 		remember_py(t, q->py);
-		note_after_resume(t, q->py);
 	} else if (t) {
 		q->py = guess_at(s, t, q->time);
 	}
@@ -385,9 +384,11 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	 * wanted; the kernel's reading follows it and is matched as the record goes out. A
 	 * walk from outside would be thrown away then: at 20 kHz with --native, walking
 	 * every one made each drain take 0.1-0.5 s, and the hand-out (Ctrl-C with it) wait
-	 * for seconds. Walked only for a thread the kernel has not read lately.
+	 * for seconds. Walked only for a thread the kernel has not read lately (before the
+	 * runtime was found, or while its ring overflows).
 	 */
-	if (!q->py && !(t && t->kernel_sample_ns && q->time <= t->kernel_sample_ns + 10000000))
+	if (!q->py &&
+	    !(t && t->kernel_sample_ns && q->time <= t->kernel_sample_ns + KERNEL_READS_NS))
 		q->py = walk_python(s, ids[0], ids[1], false, q->time);
 	if (!t)
 		return;
@@ -411,10 +412,9 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	}
 	if (q->py) {
 		remember_py(t, q->py);
-		note_after_resume(t, q->py);
-	} else if (guess_fits(s, t, t->last_py, q->time)) {
-		/* Gone by the time we looked (it left Python, or exited): its latest. */
-		q->py = py_stack_copy(t->last_py);
+	} else {
+		/* Not read (gone by the time we looked, or left to the kernel): its latest. */
+		q->py = guess_at(s, t, q->time);
 	}
 }
 

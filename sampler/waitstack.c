@@ -9,7 +9,7 @@
  * previous one was read (a chain of short waits with no sample between them). Kept in
  * a list: the drainer runs well ahead of the records being handed out.
  */
-void note_after_resume(struct task_state *t, const struct py_stack *ps)
+static void note_after_resume(struct task_state *t, const struct py_stack *ps)
 {
 	struct after_stack *a;
 
@@ -74,12 +74,16 @@ void keep_common_root(struct py_stack *guess, const struct py_stack *after)
 	guess->n = n;
 }
 
-/* @ps is the thread's latest known stack; the one it replaces is kept as the one before. */
+/*
+ * @ps was read for the thread: its latest known stack (the one it replaces is kept as
+ * the one before), and the "after" of the waits since the previous one.
+ */
 void remember_py(struct task_state *t, const struct py_stack *ps)
 {
 	py_stack_free(t->prev_py);
 	t->prev_py = t->last_py;
 	t->last_py = py_stack_copy(ps);
+	note_after_resume(t, ps);
 }
 
 /*
@@ -109,8 +113,8 @@ bool guess_fits(struct sampler *s, const struct task_state *t, const struct py_s
 }
 
 /*
- * The thread's Python stack as of @at_ns, a switch-out, for the wait it begins: its latest
- * known one if read by then. The drainer reads a sample's stack when it gets to it, often
+ * The thread's Python stack as of @at_ns (a switch-out, a sample whose stack was not
+ * read), when none was read for that moment: its latest known one if read by then. The drainer reads a sample's stack when it gets to it, often
  * after the switch-outs that follow the sample, when the thread may have run on, past the
  * wait: read then, it is an "after", known to hold over the wait only where it agrees with
  * a stack read before (the one it replaced). Without one, nothing is known.

@@ -42,4 +42,44 @@ static inline struct qrec *test_task_qrec(uint32_t type, uint32_t pid, uint32_t 
 	return test_qrec(&r, sizeof(r), time);
 }
 
+/*
+ * A process running CPython at @pid, with nothing to read in it (its GIL taken as
+ * known), as @s knows it: freed with @s. NULL when out of memory.
+ */
+static inline struct cpython_process *test_python_process(struct sampler *s, uint32_t pid)
+{
+	struct cpython_process *proc = calloc(1, sizeof(*proc));
+
+	if (!proc)
+		return NULL;
+	proc->refs = 1;
+	proc->gil_known = true;
+	if (hashmap__set(s->pythons, pid, proc)) {
+		free(proc);
+		return NULL;
+	}
+	return proc;
+}
+
+/*
+ * A stack of @proc's of @n (at most 8) frames, codes 0x1000 + i with @leaf innermost,
+ * read at @read_ns for the moment @at_ns. NULL when out of memory.
+ */
+static inline struct py_stack *test_py_stack(struct cpython_process *proc, uint32_t n,
+					     uint64_t leaf, uint64_t at_ns, uint64_t read_ns)
+{
+	struct cpython_frame frames[8] = { { 0 } };
+	struct py_stack *ps;
+	uint32_t i;
+
+	for (i = 0; i < n && i < 8; i++)
+		frames[i].code = i ? 0x1000 + i : leaf;
+	ps = py_stack_new(proc, i, frames);
+	if (ps) {
+		ps->at_ns = at_ns;
+		ps->read_ns = read_ns;
+	}
+	return ps;
+}
+
 #endif

@@ -177,30 +177,6 @@ static void test_offcpu__switch_notes_survive_a_drain(void **state)
 	qrec_free(q);
 }
 
-/* A Python process for PID, with nothing to read in it. */
-static struct cpython_process *fake_python(struct sampler *s)
-{
-	struct cpython_process *proc = calloc(1, sizeof(*proc));
-
-	assert_non_null(proc);
-	proc->refs = 1;
-	proc->gil_known = true;
-	assert_int_equal(hashmap__set(s->pythons, PID, proc), 0);
-	return proc;
-}
-
-/* What the kernel reads at a switch-out at @at: two frames. */
-static struct py_stack *kernel_read(struct cpython_process *proc, uint64_t at)
-{
-	struct cpython_frame frames[2] = { { .code = 0x1000 }, { .code = 0x2000 } };
-	struct py_stack *ps = py_stack_new(proc, 2, frames);
-
-	assert_non_null(ps);
-	ps->read_ns = ps->at_ns = at;
-	ps->kernel = ps->exact = true;
-	return ps;
-}
-
 /* Follows @q as the drainer does (Python stacks, switch notes), then queues it. */
 static void follow(struct sampler *s, struct qrec *q)
 {
@@ -219,20 +195,26 @@ static void follow(struct sampler *s, struct qrec *q)
 static void test_offcpu__kernel_saw_the_switch_first(void **state)
 {
 	struct sampler *s = *state;
-	struct cpython_process *proc = fake_python(s);
+	struct cpython_process *proc = test_python_process(s, PID);
 	const struct sampler_rec *r;
 	struct task_state *t = task_get(s, PID, TID, true);
 	struct sampler_stats st;
 	int seen;
 
+	assert_non_null(proc);
 	assert_non_null(t);
 	for (seen = 0; seen < 2; seen++) {
 		uint64_t base = seen * 10000000ULL;
+		/* What the kernel read at a switch-out at 1.8 ms. */
+		struct py_stack *read =
+			test_py_stack(proc, 2, 0x2000, base + 1800000, base + 1800000);
 
+		assert_non_null(read);
 		follow(s, switch_rec(PERF_RECORD_MISC_SWITCH_OUT, TID, base + 900000));
 		follow(s, switch_rec(0, TID, base + 1000000));
 		assert_non_null(sampler__next(s));
-		py_fifo_push(&t->kernel_outs, kernel_read(proc, base + 1800000));
+		read->kernel = read->exact = true;
+		py_fifo_push(&t->kernel_outs, read);
 		if (seen)
 			follow(s, switch_rec(0, TID, base + 3000000)); /* unpaired: no span */
 		follow(s,

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "../../sampler/internal.h"
+#include "records.h"
 
 void *__real_realloc(void *p, size_t size);
 void *__wrap_realloc(void *p, size_t size);
@@ -61,21 +61,6 @@ static void test_python__fresh_stack_survives_failed_growth(void **state)
 	sampler__free(s);
 }
 
-/* A stack of frames 0x1000.. then @leaf innermost, read at @read_ns for a sample at @at_ns. */
-static struct py_stack *read_stack_of(struct cpython_process *proc, uint32_t n, uint64_t leaf,
-				      uint64_t at_ns, uint64_t read_ns)
-{
-	struct py_stack *walked = walked_stack(n), *ps;
-
-	walked->frames[0].code = leaf;
-	ps = py_stack_new(proc, n, walked->frames); /* takes a reference to @proc */
-	free(walked);
-	assert_non_null(ps);
-	ps->at_ns = at_ns;
-	ps->read_ns = read_ns;
-	return ps;
-}
-
 /*
  * A switch-out's guess is the latest stack only when that was read by then. Read later
  * (the drainer got to the sample after the thread ran on, into other calls), it is kept
@@ -89,19 +74,19 @@ static void test_python__guess_read_after_the_switch(void **state)
 				     .frequency_hz = 1000,
 				     .stack_bytes = 8192 };
 	struct sampler *s = sampler__new(&opts);
-	struct cpython_process *proc = calloc(1, sizeof(*proc));
+	struct cpython_process *proc;
 	struct task_state *t;
 	struct py_stack *ps, *g;
 
 	(void)state;
 	assert_non_null(s);
+	proc = test_python_process(s, 4194400);
 	assert_non_null(proc);
-	proc->refs = 1;
-	assert_int_equal(hashmap__set(s->pythons, 4194400, proc), 0);
 	t = task_get(s, 4194400, 4194401, true);
 	assert_non_null(t);
 	/* Read in time: the spin loop's stack, read 0.1 ms after its sample. */
-	ps = read_stack_of(proc, 3, 0x5111, 1000000, 1100000);
+	ps = test_py_stack(proc, 3, 0x5111, 1000000, 1100000);
+	assert_non_null(ps);
 	remember_py(t, ps);
 	py_stack_free(ps);
 	g = guess_at(s, t, 1500000);
@@ -110,7 +95,7 @@ static void test_python__guess_read_after_the_switch(void **state)
 	assert_int_equal(g->frames[0].code, 0x5111);
 	py_stack_free(g);
 	/* The next sample (in the loop still) read at 2.6 ms, in the call after the loop. */
-	ps = read_stack_of(proc, 3, 0x7222, 2000000, 2600000);
+	ps = test_py_stack(proc, 3, 0x7222, 2000000, 2600000);
 	remember_py(t, ps);
 	py_stack_free(ps);
 	/* A switch-out at 2.3 ms: the loop or the later call, unknown; their caller held. */
@@ -126,7 +111,7 @@ static void test_python__guess_read_after_the_switch(void **state)
 	assert_int_equal(g->frames[0].code, 0x7222);
 	py_stack_free(g);
 	/* The one before read after the switch-out too: nothing known. */
-	ps = read_stack_of(proc, 3, 0x7222, 2500000, 2900000);
+	ps = test_py_stack(proc, 3, 0x7222, 2500000, 2900000);
 	remember_py(t, ps);
 	py_stack_free(ps);
 	assert_null(guess_at(s, t, 2550000));
