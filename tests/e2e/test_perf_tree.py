@@ -384,8 +384,11 @@ class KernelFrames(unittest.TestCase):
             spans = [s for s in trace.named("sleep") if s.cat == "off-cpu"]
             for start, end in timed:
                 match = matching_sleeps(trace, start, end)
+                near = [(w.name, w.cat, w.tid, w.start_ns - start, w.end_ns - end,
+                         w.ancestors()[:6]) for w in trace.slices
+                        if w.end_ns > start and w.start_ns < end and w.dur > 1000000]
                 self.assertEqual(len(match), 1, ("no wait matches %d-%d" % (start, end), spans,
-                                                 trace.losses()))
+                                                 trace.losses(), near, trace.other))
                 span = match[0]
                 chain = span.ancestors()
                 self.assertEqual(chain[0], "schedule")

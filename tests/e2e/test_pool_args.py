@@ -77,6 +77,10 @@ class PoolArgs(unittest.TestCase):
         seen = set()
         for pid, tid, args, t0, t1 in jobs:
             mine = slices_of_job(trace, tid, t0, t1)
+            if perf:
+                # A piece at this job's edge carrying the arguments of the job its thread
+                # ran next to it is that job's, read late (see strays below).
+                mine = [s for s in mine if not read_late(s, jobs, fixed, frac, args)]
             where = "job %s on %d:%d [%d, %d]: %s; losses %s" % (
                 args, pid, tid, t0, t1,
                 [(s.start_ns - t0, s.end_ns - t1, s.args.get("init_t")) for s in mine],
@@ -115,10 +119,7 @@ class PoolArgs(unittest.TestCase):
         # next to one of its jobs' edges, within the allowance and with its arguments,
         # is that job's (a stack read late).
         strays = [s for s in trace.slices if s.name == "proc" and id(s) not in seen and
-                  not (perf and any(
-                      s.tid == tid and s.args.get("init_t") == args[0] and
-                      min(abs(s.start_ns - t0), abs(s.end_ns - t1)) < fixed + frac * (t1 - t0)
-                      for _, tid, args, t0, t1 in jobs))]
+                  not (perf and read_late(s, jobs, fixed, frac))]
         self.assertEqual(strays, [], strays)
         if kind == "pool":
             # starmap(..., chunksize=1): the pool numbers its tasks 0, 1, 2, ... and each
@@ -152,6 +153,18 @@ class PoolArgsPerfetto(unittest.TestCase):
         tasks = sorted(s.args.get("pool_task") for s in trace.slices if s.name == "worker" and
                        "pool_task" in s.args)
         self.assertEqual(tasks, list(range(len(jobs))), tasks)
+
+
+def read_late(s, jobs, fixed, frac, unless=None):
+    """perf: whether slice @s is a piece of a job on its thread other than @unless, with
+    that job's arguments, next to one of its edges within the allowance. A stack read
+    from outside about 1 ms after its sample shows the job the thread runs by then:
+    sampled at the very end of one job, it can show the next one's arguments (seen in CI
+    on 3.9: a 0.5 ms piece at a job's end with the next job's init_t)."""
+    got = tuple(s.args.get(k) for k in ("init_t", "interval_t", "count"))
+    return any(s.tid == tid and got == args and args != unless and
+               min(abs(s.start_ns - t0), abs(s.end_ns - t1)) < fixed + frac * (t1 - t0)
+               for _, tid, args, t0, t1 in jobs)
 
 
 def ancestors(s):

