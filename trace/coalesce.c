@@ -181,17 +181,47 @@ static struct thread_stack *find_thread(struct coalescer *c, uint32_t pid, uint3
 	return ts;
 }
 
-/* Number of leading frames that continue the open slices. */
+/* Whether frame @d is the function, from the call site, of the open slice at that depth. */
+static bool same_site(const struct thread_stack *ts, const struct trace_frame *frames,
+		      uint32_t nframes, uint32_t d)
+{
+	return d < ts->depth && d < nframes && ts->open[d].func == frames[d].func &&
+	       ts->open[d].callsite == frames[d].callsite;
+}
+
+static bool args_may_match(uint32_t a, uint32_t b)
+{
+	return a == b || a == TRACE_ARGS_UNKNOWN || b == TRACE_ARGS_UNKNOWN;
+}
+
+/* Whether the frame below @d is the call open below it, or neither side has one. */
+static bool same_child(const struct thread_stack *ts, const struct trace_frame *frames,
+		       uint32_t nframes, uint32_t d)
+{
+	if (d + 1 >= ts->depth && d + 1 >= nframes)
+		return true;
+	return same_site(ts, frames, nframes, d + 1) &&
+	       args_may_match(ts->open[d + 1].args, frames[d + 1].args);
+}
+
+/*
+ * Number of leading frames that continue the open slices. A pool worker's loop whose
+ * task is not known on one side (read before the loop was) continues only while its
+ * direct child is the same call: the loop calls each task's function once, so a new
+ * call below it is a new task (two tasks back to back with no reading between them).
+ */
 static uint32_t common_depth(const struct thread_stack *ts, const struct trace_frame *frames,
 			     uint32_t nframes)
 {
 	uint32_t d = 0;
 
-	while (d < ts->depth && d < nframes && ts->open[d].func == frames[d].func &&
-	       ts->open[d].callsite == frames[d].callsite &&
-	       (ts->open[d].args == frames[d].args || ts->open[d].args == TRACE_ARGS_UNKNOWN ||
-		frames[d].args == TRACE_ARGS_UNKNOWN))
+	while (same_site(ts, frames, nframes, d)) {
+		if (ts->open[d].args != frames[d].args &&
+		    (!args_may_match(ts->open[d].args, frames[d].args) ||
+		     !same_child(ts, frames, nframes, d)))
+			break;
 		d++;
+	}
 	return d;
 }
 

@@ -184,6 +184,13 @@ static const struct coalesce_case cases[] = {
 			      "1 2 3 300-400" },
 	},
 	{
+		.name = "a loop whose task is not known continues only over the same call below",
+		.steps = { "c 0 1@0 2@10:? 3@1:4", "c 100 1@0 2@10:7 3@1:5",
+			   "c 200 1@0 2@10:? 3@1:5", "c 300 1@0 2@10:? 3@1:6" },
+		.expected = { "1 0 1 0-400", "1 1 2 0-100 a?", "1 2 3 0-100 a4", "1 1 2 100-300 a7",
+			      "1 2 3 100-300 a5", "1 1 2 300-400 a?", "1 2 3 300-400 a6" },
+	},
+	{
 		.name = "arguments never known stay so",
 		.steps = { "c 0 1@0:?", "c 100 1@0:?" },
 		.expected = { "1 0 1 0-200 a?" },
