@@ -418,15 +418,85 @@ static __always_inline void read_args(struct frame_walk *w, __u64 frame)
 	bpf_loop(n, read_arg, w, 0);
 }
 
+#define TPFLAGS_INLINE_VALUES (1ULL << 2) /* 3.13+ */
+#define TPFLAGS_MANAGED_DICT (1ULL << 4)  /* 3.11+ */
+
+/*
+ * The first instance attribute of @obj in its split dict's or inline values (an
+ * executor's work item: its work_id, the first attribute its class's __init__ sets and
+ * unpickling restores), as cpython/objects.c finds attributes by name; 0 when it is not
+ * laid out that way (a combined dict) or can't be read.
+ */
+static __noinline __u64 first_attr(const struct pytrace_py_cfg *cfg, __u64 obj)
+{
+	__u64 type, flags, dict = 0, values = 0, basicsize, v;
+	__s64 offset;
+	__u8 valid = 0;
+	int err = 0;
+
+	type = read_u64(obj + 8, &err);
+	flags = type ? read_u64(type + cfg->type_flags, &err) : 0;
+	if (err || !type)
+		return 0;
+	if (cfg->attr_mode >= PYTRACE_ATTR_311 && !(flags & TPFLAGS_MANAGED_DICT))
+		return 0;
+	switch (cfg->attr_mode) {
+	case PYTRACE_ATTR_DICTOFFSET:
+		offset = (__s64)read_u64(type + cfg->type_dictoffset, &err);
+		if (err || offset <= 0 || offset > 4096)
+			return 0;
+		dict = read_u64(obj + (__u64)offset, &err);
+		break;
+	case PYTRACE_ATTR_311:
+		values = read_u64(obj - 32, &err);
+		if (!values)
+			dict = read_u64(obj - 24, &err);
+		break;
+	case PYTRACE_ATTR_312:
+		dict = read_u64(obj - 24, &err);
+		if (dict & 1) {
+			values = dict + 1;
+			dict = 0;
+		}
+		break;
+	case PYTRACE_ATTR_313:
+		dict = read_u64(obj - 24, &err);
+		if (dict || !(flags & TPFLAGS_INLINE_VALUES))
+			break;
+		/* Inline values right after the object; "valid" is their fourth byte. */
+		basicsize = read_u64(type + cfg->type_basicsize, &err);
+		if (err || basicsize < 16 || basicsize > 4096 ||
+		    bpf_probe_read_user(&valid, 1, (const void *)(obj + basicsize + 3)))
+			return 0;
+		if (valid)
+			values = obj + basicsize;
+		break;
+	default:
+		return 0;
+	}
+	if (!values && dict && !err)
+		values = read_u64(dict + cfg->dict_values, &err); /* NULL when combined */
+	if (err || !values)
+		return 0;
+	v = read_u64(values + cfg->values_items, &err);
+	return err ? 0 : v;
+}
+
 /* A pool worker loop's frame: the locals that say which task it runs (cpython/args.c). */
 static __always_inline void read_task(struct frame_walk *w, __u64 frame, __u32 k)
 {
 	const struct pytrace_py_cfg *cfg = w->cfg;
 	__u64 locals = frame + cfg->frame_localsplus;
 
+	k &= 1;
 	if (bpf_probe_read_user(&w->buf->slots[0], 8, (const void *)(locals + cfg->task_slot[k][0] * 8)) ||
 	    bpf_probe_read_user(&w->buf->slots[1], 8, (const void *)(locals + cfg->task_slot[k][1] * 8)))
 		return;
+	if (cfg->task_item[k]) {
+		/* An executor's work item: its work id, none between tasks (see args.c). */
+		w->buf->slots[0] = w->buf->slots[0] ? first_attr(cfg, w->buf->slots[0]) : 0;
+		w->buf->slots[1] = 0;
+	}
 	w->index_base = 0x80;
 	bpf_loop(2, read_arg, w, 0);
 	w->index_base = 0;
@@ -486,10 +556,8 @@ static long read_frame(__u32 i, void *arg)
 				 (span_u64(b->code, cfg->code_name) << 1);
 		if (cfg->read_args && !w->args_cut) {
 			read_args(w, frame);
-			if (code == cfg->task_code[0])
-				read_task(w, frame, 0);
-			else if (code == cfg->task_code[1])
-				read_task(w, frame, 1);
+			if (code == cfg->task_code[0] || code == cfg->task_code[1])
+				read_task(w, frame, code == cfg->task_code[1]);
 		}
 	}
 	return !w->frame || w->err;

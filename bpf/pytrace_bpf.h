@@ -53,6 +53,23 @@ struct pytrace_py_cfg {
 	__u8 read_args;	  /* read each frame's parameters' values */
 	__u8 slots_in_span;
 	__u8 pad[3];
+	/*
+	 * An executor's worker loop (task_item[k] set): slot 0 holds its work item, whose
+	 * first instance attribute (laid out by its class's shared keys) is the work id. How
+	 * to find an object's attribute values: enum pytrace_attr_mode, with these offsets.
+	 */
+	__u8 task_item[2];
+	__u8 attr_mode;
+	__u8 pad2[5];
+	__u64 type_flags, type_basicsize, type_dictoffset, dict_values, values_items;
+};
+
+enum pytrace_attr_mode {
+	PYTRACE_ATTR_NONE,
+	PYTRACE_ATTR_DICTOFFSET, /* <= 3.10: the dict at obj + tp_dictoffset, split */
+	PYTRACE_ATTR_311,	 /* values pointer at obj - 32, else the dict at obj - 24 */
+	PYTRACE_ATTR_312,	 /* obj - 24: a dict, or values - 1 (bit 0 set) */
+	PYTRACE_ATTR_313,	 /* a dict at obj - 24, else values inline at tp_basicsize */
 };
 
 /*

@@ -163,8 +163,7 @@ int cpython_read_args(const struct cpython_layout *l, const struct cpython_mem *
 
 int cpython_read_task_locals(const struct cpython_layout *l, const struct cpython_mem *mem,
 			     const struct cpython_types *t, uint64_t frame,
-			     const uint16_t slots[CPYTHON_TASK_LOCALS],
-			     struct cpython_args_out *out)
+			     const struct cpython_task_code *task, struct cpython_args_out *out)
 {
 	uint64_t objects[CPYTHON_TASK_LOCALS];
 	unsigned i;
@@ -173,9 +172,18 @@ int cpython_read_task_locals(const struct cpython_layout *l, const struct cpytho
 	    out->used + CPYTHON_TASK_LOCALS * CPYTHON_RAW_ARG_MAX > out->size)
 		return 0;
 	for (i = 0; i < CPYTHON_TASK_LOCALS; i++) {
-		if (mem->read(mem->ctx, frame + l->frame_localsplus + slots[i] * 8ULL, &objects[i],
-			      8))
+		if (mem->read(mem->ctx, frame + l->frame_localsplus + task->slots[i] * 8ULL,
+			      &objects[i], 8))
 			return 0;
+	}
+	if (task->kind == CPYTHON_TASK_CF_PROCESS) {
+		/* call_item.work_id; none between tasks (call_item unbound or None). */
+		uint64_t work_id = 0;
+
+		if (objects[0] && cpython_attr_get(l, mem, objects[0], "work_id", &work_id))
+			work_id = 0;
+		objects[0] = work_id;
+		objects[1] = 0;
 	}
 	for (i = 0; i < CPYTHON_TASK_LOCALS; i++)
 		read_one(l, mem, t, objects[i], (uint8_t)(CPYTHON_ARG_TASK + i), out);
@@ -186,6 +194,8 @@ const char *cpython_task_local_name(enum cpython_task_kind kind, unsigned which)
 {
 	static const char *const mp_pool[CPYTHON_TASK_LOCALS] = { "pool_job", "pool_task" };
 
+	if (kind == CPYTHON_TASK_CF_PROCESS)
+		return which == 0 ? "work_id" : NULL;
 	return kind == CPYTHON_TASK_MP_POOL && which < CPYTHON_TASK_LOCALS ? mp_pool[which] : NULL;
 }
 

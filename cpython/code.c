@@ -140,25 +140,48 @@ static void read_params(const struct cpython_layout *l, const struct cpython_mem
 
 #define MAX_LOCALS_SEARCHED 64
 
+/* The pool worker loops whose frames say which task they run, and the locals that say it. */
+static const struct task_loop {
+	enum cpython_task_kind kind;
+	const char *name, *suffix;
+	const char *locals[CPYTHON_TASK_LOCALS]; /* an executor's: its work item, twice */
+} task_loops[] = {
+	{ CPYTHON_TASK_MP_POOL, "worker", "/multiprocessing/pool.py", { "job", "i" } },
+	{ CPYTHON_TASK_CF_PROCESS,
+	  "_process_worker",
+	  "/concurrent/futures/process.py",
+	  { "call_item", "call_item" } },
+};
+
+static const struct task_loop *task_loop_of(const struct cpython_code *c)
+{
+	size_t flen = strlen(c->filename), i, slen;
+
+	for (i = 0; i < sizeof(task_loops) / sizeof(task_loops[0]); i++) {
+		slen = strlen(task_loops[i].suffix);
+		if (!strcmp(c->name, task_loops[i].name) && flen >= slen &&
+		    !strcmp(c->filename + flen - slen, task_loops[i].suffix))
+			return &task_loops[i];
+	}
+	return NULL;
+}
+
 /*
  * Whether the code object is a pool worker's loop whose task locals the trace reads
- * (multiprocessing.pool.worker), and where those locals are: found by name.
+ * (multiprocessing.pool.worker, concurrent.futures.process._process_worker), and where
+ * those locals are: found by name.
  */
 static void find_task_locals(const struct cpython_layout *l, const struct cpython_mem *mem,
 			     uint64_t code, struct cpython_code *out)
 {
-	static const char *const wanted[CPYTHON_TASK_LOCALS] = { "job", "i" };
-	static const char suffix[] = "/multiprocessing/pool.py";
+	const struct task_loop *loop = task_loop_of(out);
 	uint64_t names, items[MAX_LOCALS_SEARCHED];
-	size_t flen = strlen(out->filename);
 	int64_t count;
 	unsigned found = 0, i, k;
 	char name[16];
 
-	if (strcmp(out->name, "worker") || flen < sizeof(suffix) - 1 ||
-	    strcmp(out->filename + flen - (sizeof(suffix) - 1), suffix) || !l->code_varnames ||
-	    mem->read(mem->ctx, code + l->code_varnames, &names, 8) || !names ||
-	    mem->read(mem->ctx, names + 16, &count, 8) || count <= 0)
+	if (!loop || !l->code_varnames || mem->read(mem->ctx, code + l->code_varnames, &names, 8) ||
+	    !names || mem->read(mem->ctx, names + 16, &count, 8) || count <= 0)
 		return;
 	if (count > MAX_LOCALS_SEARCHED)
 		count = MAX_LOCALS_SEARCHED;
@@ -168,14 +191,14 @@ static void find_task_locals(const struct cpython_layout *l, const struct cpytho
 		if (cpython_read_string(l, mem, items[i], name, sizeof(name)))
 			continue;
 		for (k = 0; k < CPYTHON_TASK_LOCALS; k++) {
-			if (!strcmp(name, wanted[k]) && !(found & 1u << k)) {
+			if (!strcmp(name, loop->locals[k]) && !(found & 1u << k)) {
 				out->task_slots[k] = (uint16_t)i;
 				found |= 1u << k;
 			}
 		}
 	}
 	if (found == (1u << CPYTHON_TASK_LOCALS) - 1)
-		out->task_kind = CPYTHON_TASK_MP_POOL;
+		out->task_kind = loop->kind;
 }
 
 int cpython_read_code(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t code,

@@ -22,11 +22,13 @@
 /*
  * Pool workers whose tasks the trace tells apart: the loop's frame has locals that say
  * which task it runs (multiprocessing.pool.worker: job and i), read with it as arguments
- * of index CPYTHON_ARG_TASK + which.
+ * of index CPYTHON_ARG_TASK + which. A ProcessPoolExecutor's worker holds its task as
+ * an object: its local call_item, whose first attribute is the executor's work id.
  */
 enum cpython_task_kind {
 	CPYTHON_TASK_NONE,
-	CPYTHON_TASK_MP_POOL, /* multiprocessing.pool.worker: job, i */
+	CPYTHON_TASK_MP_POOL,	 /* multiprocessing.pool.worker: job, i */
+	CPYTHON_TASK_CF_PROCESS, /* concurrent.futures.process._process_worker: call_item */
 };
 #define CPYTHON_TASK_LOCALS 2
 #define CPYTHON_ARG_TASK 0x80
@@ -307,14 +309,15 @@ int cpython_read_arg_slots(const struct cpython_layout *l, const struct cpython_
 			   struct cpython_args_out *out);
 
 /*
- * Reads the task locals at @slots of a pool worker's frame at @frame, as arguments of
- * index CPYTHON_ARG_TASK + which, appended to @out. Returns how many (0 when the frame
- * can't be read or there is no room).
+ * Reads the task locals of pool worker loop @task in its frame at @frame (for an
+ * executor's worker, its work item's work_id), as arguments of index
+ * CPYTHON_ARG_TASK + which, appended to @out. Returns how many (0 when the frame can't
+ * be read or there is no room).
  */
+struct cpython_task_code;
 int cpython_read_task_locals(const struct cpython_layout *l, const struct cpython_mem *mem,
 			     const struct cpython_types *t, uint64_t frame,
-			     const uint16_t slots[CPYTHON_TASK_LOCALS],
-			     struct cpython_args_out *out);
+			     const struct cpython_task_code *task, struct cpython_args_out *out);
 
 /* What task local @which of a pool worker of @kind shows as ("pool_task" ...). */
 const char *cpython_task_local_name(enum cpython_task_kind kind, unsigned which);
@@ -346,15 +349,18 @@ struct cpython_process {
 	/* Pool worker loops seen (their code objects), whose task locals walks read too. */
 	struct cpython_task_code {
 		uint64_t code;
+		enum cpython_task_kind kind;
 		uint16_t slots[CPYTHON_TASK_LOCALS];
 	} task_codes[CPYTHON_TASK_CODES];
 	uint32_t ntask_codes;
 	uint32_t task_codes_sent;     /* the caller's: how many it passed on */
 	uint64_t task_codes_tried_ns; /* the caller's: when it last looked for them */
-	bool pool_child;	      /* the caller's: started by multiprocessing (forks too) */
-	uint64_t code_type;	      /* PyCode_Type's address, once seen */
-	uint64_t threads_generation;  /* bumped each time the thread list is read */
-	uint64_t since_ns;	      /* the caller's: when it was found */
+	bool pool_child; /* the caller's: started by multiprocessing or imported it (forks too) */
+	uint64_t kernel_since_ns;    /* the caller's: when the kernel's walks of it began, or 0 */
+	uint64_t modules_seen;	     /* the caller's: sys.modules' size when it last looked */
+	uint64_t code_type;	     /* PyCode_Type's address, once seen */
+	uint64_t threads_generation; /* bumped each time the thread list is read */
+	uint64_t since_ns;	     /* the caller's: when it was found */
 	/* Where its GIL is (cpython_gil_addrs()), once a caller found it. */
 	struct cpython_gil_addrs gil;
 	bool gil_known;
@@ -520,6 +526,10 @@ int cpython_read_name(const struct cpython_layout *l, const struct cpython_mem *
 /* The value of global @name of module @module, found through sys.modules. */
 int cpython_module_global(struct cpython_process *p, const struct cpython_mem *mem,
 			  const char *module, const char *name, uint64_t *value);
+
+/* How many modules sys.modules holds: a few reads, to tell whether any was imported. */
+int cpython_modules_count(struct cpython_process *p, const struct cpython_mem *mem,
+			  uint64_t *count);
 
 struct cpython_thread_name {
 	uint32_t tid;

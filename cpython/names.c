@@ -4,29 +4,53 @@
 #include <string.h>
 
 #include "cpython.h"
+#include "internal.h"
 
 /* threading._active holds one Thread per thread started or seen by threading. */
 #define MAX_ACTIVE 4096
+
+/* The address of sys.modules (the interpreter's dict of them). */
+static int modules_dict(struct cpython_process *p, const struct cpython_mem *mem, uint64_t *modules)
+{
+	const struct cpython_layout *l = &p->layout;
+	uint64_t interp;
+	int err;
+
+	if (!l->names_supported)
+		return -ENOTSUP;
+	err = cpython_main_interp(p, mem, &interp);
+	if (err)
+		return err;
+	if (mem->read(mem->ctx, interp + l->interp_modules, modules, 8))
+		return -EFAULT;
+	return *modules ? 0 : -ENOENT; /* not yet made, or already torn down */
+}
+
+int cpython_modules_count(struct cpython_process *p, const struct cpython_mem *mem, uint64_t *count)
+{
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	const struct cpython_mem *m = mem ? mem : &own;
+	uint64_t modules;
+	int err = modules_dict(p, m, &modules);
+
+	if (!err && cpython_read_u64(m, modules + p->layout.dict_used, count))
+		err = -EFAULT;
+	return err;
+}
 
 int cpython_module_global(struct cpython_process *p, const struct cpython_mem *mem,
 			  const char *module, const char *name, uint64_t *value)
 {
 	const struct cpython_layout *l = &p->layout;
 	struct cpython_mem own = { cpython_read_process, &p->pid };
-	uint64_t interp, modules, mod, dict;
+	uint64_t modules, mod, dict;
 	int err;
 
 	if (!mem)
 		mem = &own;
-	if (!l->names_supported)
-		return -ENOTSUP;
-	err = cpython_main_interp(p, mem, &interp);
+	err = modules_dict(p, mem, &modules);
 	if (err)
 		return err;
-	if (mem->read(mem->ctx, interp + l->interp_modules, &modules, 8))
-		return -EFAULT;
-	if (!modules)
-		return -ENOENT; /* not yet made, or already torn down */
 	err = cpython_dict_get(l, mem, modules, module, &mod);
 	if (err)
 		return err;

@@ -124,6 +124,7 @@ static void note_task_code(struct cpython_process *p, const struct cpython_code_
 	if (p->ntask_codes == CPYTHON_TASK_CODES)
 		return;
 	p->task_codes[p->ntask_codes].code = e->code;
+	p->task_codes[p->ntask_codes].kind = e->info.task_kind;
 	memcpy(p->task_codes[p->ntask_codes].slots, e->info.task_slots, sizeof(e->info.task_slots));
 	p->ntask_codes++;
 }
@@ -511,15 +512,13 @@ void cpython_read_type_names(struct cpython_process *p, const struct cpython_mem
 	}
 }
 
-int cpython_find_task_codes(struct cpython_process *p, const struct cpython_mem *mem)
+/* Reads the code of function @name of module @module, once it is imported. */
+static int find_task_code(struct cpython_process *p, const struct cpython_mem *mem,
+			  const char *module, const char *name)
 {
-	struct cpython_mem own = { cpython_read_process, &p->pid };
 	uint64_t func, code, names[2];
-	int err;
+	int err = cpython_module_global(p, mem, module, name, &func);
 
-	if (!mem)
-		mem = &own;
-	err = cpython_module_global(p, mem, "multiprocessing.pool", "worker", &func);
 	if (err)
 		return err;
 	if (!p->layout.function_code ||
@@ -528,7 +527,21 @@ int cpython_find_task_codes(struct cpython_process *p, const struct cpython_mem 
 	    cpython_read_u64(mem, code + p->layout.code_name, &names[1]))
 		return -EFAULT;
 	cache_code(p, mem, code, names[0] ^ (names[1] << 1));
-	return p->ntask_codes ? 0 : -ENOENT;
+	return 0;
+}
+
+int cpython_find_task_codes(struct cpython_process *p, const struct cpython_mem *mem)
+{
+	struct cpython_mem own = { cpython_read_process, &p->pid };
+	int err, err2;
+
+	if (!mem)
+		mem = &own;
+	err = find_task_code(p, mem, "multiprocessing.pool", "worker");
+	err2 = find_task_code(p, mem, "concurrent.futures.process", "_process_worker");
+	if (p->ntask_codes)
+		return 0;
+	return err != -ENOENT ? err : err2 ? err2 : -ENOENT;
 }
 
 void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem,

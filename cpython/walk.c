@@ -183,8 +183,7 @@ static void walk_args(const struct cpython_process *p, const struct cpython_mem 
 		cpython_read_arg_slots(l, mem, &p->types, slots, (uint32_t)n, args);
 	for (k = 0; k < p->ntask_codes; k++) {
 		if (p->task_codes[k].code == code)
-			cpython_read_task_locals(l, mem, &p->types, frame, p->task_codes[k].slots,
-						 args);
+			cpython_read_task_locals(l, mem, &p->types, frame, &p->task_codes[k], args);
 	}
 }
 

@@ -148,6 +148,24 @@ static bool span_of(const uint64_t *fields, size_t n, __u64 *at, __u64 *len)
 	return hi - lo <= PYTRACE_BPF_SPAN;
 }
 
+/* How the kernel finds an instance's attribute values (bpf/pytrace_bpf.h). */
+static uint8_t attr_mode(const struct cpython_layout *l)
+{
+	if (!l->names_supported)
+		return PYTRACE_ATTR_NONE;
+	switch (l->managed) {
+	case CPYTHON_MANAGED_NONE:
+		return PYTRACE_ATTR_DICTOFFSET;
+	case CPYTHON_MANAGED_311:
+		return PYTRACE_ATTR_311;
+	case CPYTHON_MANAGED_312:
+		return PYTRACE_ATTR_312;
+	case CPYTHON_MANAGED_313:
+		return PYTRACE_ATTR_313;
+	}
+	return PYTRACE_ATTR_NONE;
+}
+
 int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cpython_process *proc,
 			    bool read_args)
 {
@@ -216,7 +234,14 @@ int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cp
 			cfg.task_code[i] = proc->task_codes[i].code;
 			cfg.task_slot[i][0] = proc->task_codes[i].slots[0];
 			cfg.task_slot[i][1] = proc->task_codes[i].slots[1];
+			cfg.task_item[i] = proc->task_codes[i].kind == CPYTHON_TASK_CF_PROCESS;
 		}
+		cfg.attr_mode = attr_mode(l);
+		cfg.type_flags = l->type_flags;
+		cfg.type_basicsize = l->type_basicsize;
+		cfg.type_dictoffset = l->type_dictoffset;
+		cfg.dict_values = l->dict_values;
+		cfg.values_items = l->values_items;
 	}
 	cfg.runtime = proc->runtime;
 	cfg.runtime_interpreters_head = l->runtime_interpreters_head;

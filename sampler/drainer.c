@@ -111,21 +111,26 @@ void drain_rings(struct sampler *s, bool last)
 	read_fresh_codes(s);
 }
 
-/* One round of the drainer: copy records out, follow them, read waiting threads. */
-static void drain_once(struct sampler *s)
+/*
+ * One round of the drainer: copy records out, follow them, read waiting threads.
+ * Returns whether a young pool worker is being looked at (see find_pool_workers).
+ */
+static bool drain_once(struct sampler *s)
 {
 	uint64_t now = sampler_now_ns();
+	bool looking;
 
 	/* Anything stamped before this is already in a buffer. */
 	s->watermark = now - REORDER_MARGIN_NS;
 	drain_rings(s, false);
-	find_pool_workers(s, now);
+	looking = find_pool_workers(s, now);
 	if (now - s->last_liveness_ns > 1000000000ULL) {
 		s->last_liveness_ns = now;
 		check_liveness(s);
 	}
 	s->stats.processes = (uint32_t)hashmap__count(s->procs) - s->ngone;
 	s->stats.threads = (uint32_t)hashmap__count(s->tasks);
+	return looking;
 }
 
 /*
@@ -156,7 +161,7 @@ static void *drainer_main(void *arg)
 	struct sampler *s = arg;
 	struct sched_param realtime = { .sched_priority = 1 }, normal = { .sched_priority = 0 };
 	struct pollfd pfds[MAX_CPUS];
-	bool fast = false, python;
+	bool fast = false, python, looking;
 	uint64_t walks;
 	nfds_t n = 0;
 	uint32_t cpu;
@@ -181,9 +186,10 @@ static void *drainer_main(void *arg)
 			break;
 		pthread_mutex_lock(&s->lock);
 		walks = s->stats.python_walks;
-		drain_once(s);
-		python = hashmap__count(s->pythons) > 0 &&
-			 (!s->kernel_samples || s->stats.python_walks != walks);
+		looking = drain_once(s);
+		python = (hashmap__count(s->pythons) > 0 &&
+			  (!s->kernel_samples || s->stats.python_walks != walks)) ||
+			 looking;
 		pthread_mutex_unlock(&s->lock);
 		handout_turn(s);
 		if (python == fast)
@@ -193,7 +199,9 @@ static void *drainer_main(void *arg)
 		 * lowest real-time priority (a normal thread waited up to 20 ms for a CPU on a
 		 * busy machine; needs CAP_SYS_NICE). When the kernel reads every stack, or no
 		 * process runs Python, none waits on this thread: drain slowly, at normal
-		 * priority (every ms cost the target 8-13 % at 100-1000 Hz here).
+		 * priority (every ms cost the target 8-13 % at 100-1000 Hz here), except while
+		 * a young pool worker is looked at, so that its loop is known within a ms
+		 * (else a spawned worker's first task ran before its number could be read).
 		 */
 		fast = python;
 		if (pthread_setschedparam(pthread_self(), fast ? SCHED_FIFO : SCHED_OTHER,

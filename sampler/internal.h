@@ -260,7 +260,7 @@ void store_args(struct sampler *s, struct cpython_process *proc, struct cpython_
 /* The id of the one frame's raw arguments in the @len bytes at @bytes (0: none kept). */
 uint32_t store_list(struct sampler *s, struct cpython_process *proc, const uint8_t *bytes,
 		    uint32_t len);
-void find_pool_workers(struct sampler *s, uint64_t now);
+bool find_pool_workers(struct sampler *s, uint64_t now);
 void py_fifo_push(struct py_fifo *f, struct py_stack *ps);
 struct py_stack *py_fifo_take(struct py_fifo *f, uint64_t time, uint64_t within);
 struct py_stack *py_fifo_match(struct py_fifo *f, uint64_t time, uint64_t ip, uint64_t sp);

@@ -54,28 +54,52 @@ static void send_task_codes(struct sampler *s, struct cpython_process *proc)
  * Young Python processes (the first seconds) are asked now and then whether they have
  * imported multiprocessing's pool: a spawned worker imports it, then runs its loop at
  * once, before a frame of it was seen and named. Processes that multiprocessing started
- * (spawn_main, its fork server and what that forks) are asked every millisecond: about
- * 50 us of reads each time, for the few hundred ms until the import.
+ * (spawn_main, its fork server and what that forks), and those that imported it, are
+ * asked every millisecond, until the pool's or the executor's module is imported (or
+ * the 3 s are over): a few reads each time, about 50 us more when sys.modules has grown
+ * since. Returns whether such a process is still looked at: the drainer then runs
+ * every millisecond.
  */
-void find_pool_workers(struct sampler *s, uint64_t now)
+bool find_pool_workers(struct sampler *s, uint64_t now)
 {
 	size_t cursor = 0;
 	uint64_t pid;
+	uint64_t name, nmodules;
 	void *value;
+	bool looking = false;
 
 	while (s->opts.read_args && hashmap__next(s->pythons, &cursor, &pid, &value)) {
 		struct cpython_process *proc = value;
 
 		uint64_t every = proc->pool_child ? POOL_CHILD_LOOK_EVERY_NS : POOL_LOOK_EVERY_NS;
 
-		if (proc->ntask_codes || now < proc->task_codes_tried_ns + every ||
+		if (proc->ntask_codes ||
 		    (proc->since_ns && now > proc->since_ns + POOL_LOOK_FOR_NS) ||
 		    (!proc->since_ns && proc->task_codes_tried_ns))
 			continue;
+		looking |= proc->pool_child;
+		if (now < proc->task_codes_tried_ns + every)
+			continue;
 		proc->task_codes_tried_ns = now;
+		/* Nothing imported since the last look: no need to look again (a few reads). */
+		if (!cpython_modules_count(proc, NULL, &nmodules)) {
+			if (nmodules == proc->modules_seen)
+				continue;
+			proc->modules_seen = nmodules;
+		}
 		if (!cpython_find_task_codes(proc, NULL))
 			send_task_codes(s, proc);
+		else if (!proc->pool_child && cpython_module_global(proc, NULL, "multiprocessing",
+								    "__name__", &name) == 0)
+			/*
+			 * A pool or an executor may fork its workers any moment: each copies the
+			 * kernel's set-up of this process at the fork, so the loop must be
+			 * known by then (else a worker's first tasks go without their numbers
+			 * until its fork is followed). Looked at every ms from now on.
+			 */
+			proc->pool_child = true;
 	}
+	return looking;
 }
 
 /*
@@ -154,7 +178,8 @@ void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, u
 		proc = NULL;
 	}
 	if (s->bpf) {
-		bpf_reader__set_process(s->bpf, pid, proc, s->opts.read_args);
+		if (!bpf_reader__set_process(s->bpf, pid, proc, s->opts.read_args) && proc)
+			proc->kernel_since_ns = sampler_now_ns();
 		if (proc)
 			proc->task_codes_sent = proc->ntask_codes;
 		hashmap__remove(s->bpf_synced, pid);
@@ -252,7 +277,7 @@ static void track_mmap(struct sampler *s, struct qrec *q)
 static void track_fork(struct sampler *s, struct qrec *q)
 {
 	const uint8_t *p = q->data + sizeof(struct perf_event_header);
-	struct cpython_process *parent;
+	struct cpython_process *parent, *child;
 	uint32_t ids[2], ppid, tid, ptid;
 	size_t i;
 
@@ -272,6 +297,11 @@ static void track_fork(struct sampler *s, struct qrec *q)
 		send_task_codes(s, parent);
 	}
 	set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]), q->time);
+	child = hashmap__get(s->pythons, ids[0]);
+	/* The kernel copied the parent's set-up at the fork itself. */
+	if (child && child->kernel_since_ns && parent->kernel_since_ns &&
+	    parent->kernel_since_ns <= q->time)
+		child->kernel_since_ns = q->time;
 	/* The child is a copy of the forking thread: same thread state address. */
 	memcpy(&tid, p + 8, 4);
 	memcpy(&ptid, p + 12, 4);
@@ -367,6 +397,7 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 static void track_sample(struct sampler *s, struct qrec *q)
 {
 	const uint8_t *p = q->data + sizeof(struct perf_event_header);
+	struct cpython_process *proc;
 	struct task_state *t;
 	uint32_t ids[2];
 	uint64_t id;
@@ -375,8 +406,8 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	memcpy(&id, p, 8);
 	memcpy(ids, p + 8, 8);
 	retry_unread(s, ids[0], q->time);
-	if (!hashmap__get(s->pythons, ids[0]) ||
-	    (enum event_role)(uintptr_t)hashmap__get(s->roles, id) != ROLE_CLOCK)
+	proc = hashmap__get(s->pythons, ids[0]);
+	if (!proc || (enum event_role)(uintptr_t)hashmap__get(s->roles, id) != ROLE_CLOCK)
 		return;
 	t = task_get(s, ids[0], ids[1], true);
 	/*
@@ -393,7 +424,18 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	if (!t)
 		return;
 	t->seen_ns = q->time;
-	if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s)) {
+	if (q->py && !q->py->kernel && !t->last_py && s->kernel_samples && proc->kernel_since_ns &&
+	    q->time > proc->kernel_since_ns) {
+		/*
+		 * A new thread's sample that the kernel, reading this process by then, left
+		 * to us: it found no Python frames yet (the thread's start), or could not
+		 * read them. Read from outside even 0.3 ms later, the thread had run on into
+		 * its first call (seen with a drainer at every ms): nothing is known to have
+		 * held.
+		 */
+		q->py->n = 0;
+		s->stats.late_walks++;
+	} else if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s)) {
 		/*
 		 * Read well after the sample (a busy machine): the thread may have
 		 * moved on. What it had both before the sample and when read held

@@ -33,6 +33,10 @@ EXACT_TOLERANCE = (2 * MS, 0.02)
 PERF_TOLERANCE = (2 * MS + 4 * MS + 8 * MS, 0.02)
 
 
+# The worker loop whose slice says which task a job is, and the argument that says it.
+TASK_LOOPS = {"pool": ("worker", "pool_task"), "ppe": ("_process_worker", "work_id")}
+
+
 def jobs_of(stdout):
     """(pid, tid, (init_t, interval_t, count), start_ns, end_ns) per job, as it timed itself."""
     out = []
@@ -111,19 +115,28 @@ class PoolArgs(unittest.TestCase):
             end_error = trace.edge_error(tid, mine[-1].end_ns, t1)
             self.assertLess(start_error, allowed, "start %d ns off: %s" % (start_error, where))
             self.assertLess(end_error, allowed, "end %d ns off: %s" % (end_error, where))
-            if kind == "pool":
-                loops = [a for a in ancestors(mine[0]) if a.name == "worker"]
+            if kind in TASK_LOOPS:
+                loop, number = TASK_LOOPS[kind]
+                loops = [a for a in ancestors(mine[0]) if a.name == loop]
                 self.assertEqual(len(loops), 1, where)
-                tasks.append(loops[0].args.get("pool_task"))
+                tasks.append(loops[0].args.get(number))
         # No proc slice outside every job: none split off, none made up. perf: a piece
         # next to one of its jobs' edges, within the allowance and with its arguments,
         # is that job's (a stack read late).
         strays = [s for s in trace.slices if s.name == "proc" and id(s) not in seen and
                   not (perf and read_late(s, jobs, fixed, frac))]
-        self.assertEqual(strays, [], strays)
-        if kind == "pool":
-            # starmap(..., chunksize=1): the pool numbers its tasks 0, 1, 2, ... and each
-            # job is one of them, on whichever worker ran it.
+        self.assertEqual(strays, [], [
+            (s, s.args, s.ancestors()[:4],
+             [(args, t0 - s.start_ns, t1 - s.start_ns) for _, tid, args, t0, t1 in jobs
+              if tid == s.tid],
+             [(w.name, w.cat, w.depth, w.start_ns - s.start_ns, w.end_ns - s.start_ns)
+              for w in trace.slices if w.tid == s.tid and w.depth <= s.depth and
+              w.end_ns > s.start_ns - 2 * MS and w.start_ns < s.end_ns + 2 * MS])
+            for s in strays])
+        if kind in TASK_LOOPS:
+            # starmap(..., chunksize=1) and submit(): the pool numbers its tasks 0, 1, 2,
+            # ... (a ProcessPoolExecutor its work ids) and each job is one of them, on
+            # whichever worker ran it.
             self.assertEqual(sorted(tasks), list(range(len(jobs))), tasks)
 
 
@@ -194,9 +207,19 @@ for _label, _python in interpreters():
     for _method, _work in (("fork", "sleep"), ("spawn", "equal")):
         setattr(PoolArgs, "test_perf_pool_%s_%s_%s" % (_method, _work, _name),
                 make(_python, "perf", "pool", _method, _work))
-# concurrent.futures: its executors' tasks are told apart by their arguments only (the
-# executor's work id is an attribute of an object the worker holds, not read yet), so
-# jobs with equal arguments back to back on one worker can be one slice: no two alike.
+# concurrent.futures: a ProcessPoolExecutor's tasks are told apart by their work ids
+# (read by the kernel from the worker's call_item), so jobs with equal arguments back to
+# back on one worker are two slices, every interpreter, fork and spawn. A
+# ThreadPoolExecutor's by their arguments only (its work items carry no number): no
+# two alike.
+for _label, _python in interpreters():
+    _name = _label.replace(".", "_").replace("-", "_")
+    for _method in ("spawn", "fork"):
+        setattr(PoolArgs, "test_bpf_ppe_%s_equal_%s" % (_method, _name),
+                make(_python, "bpf", "ppe", _method, "equal"))
+    # perf: the work id read from outside, by name; its sleeps are read while they last.
+    setattr(PoolArgs, "test_perf_ppe_spawn_equal_%s" % _name,
+            make(_python, "perf", "ppe", "spawn", "equal"))
 for _label, _python in interpreters()[-3:]:
     _name = _label.replace(".", "_").replace("-", "_")
     for _kind in ("ppe", "tpe"):
