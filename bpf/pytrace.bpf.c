@@ -493,7 +493,7 @@ static __always_inline void read_task(struct frame_walk *w, __u64 frame, __u32 k
 	    bpf_probe_read_user(&w->buf->slots[1], 8, (const void *)(locals + cfg->task_slot[k][1] * 8)))
 		return;
 	if (cfg->task_item[k]) {
-		/* An executor's work item: its work id, none between tasks (see args.c). */
+		/* An executor's work item: its work id, no task between tasks (see args.c). */
 		w->buf->slots[0] = w->buf->slots[0] ? first_attr(cfg, w->buf->slots[0]) : 0;
 		w->buf->slots[1] = 0;
 	}

@@ -177,7 +177,12 @@ int cpython_read_task_locals(const struct cpython_layout *l, const struct cpytho
 			return 0;
 	}
 	if (task->kind == CPYTHON_TASK_CF_PROCESS) {
-		/* call_item.work_id; none between tasks (call_item unbound or None). */
+		/*
+		 * call_item.work_id; no task between tasks (call_item unbound). A work item
+		 * whose id can't be read shows as no task too: read from outside after the
+		 * worker moved on (a freed item), taking it as unknown would let the task's
+		 * slice run on into the next one's.
+		 */
 		uint64_t work_id = 0;
 
 		if (objects[0] && cpython_attr_get(l, mem, objects[0], "work_id", &work_id))

@@ -84,6 +84,7 @@ struct task_state {
 	uint64_t chain_start;		 /* the first switch-in since the last stack read, or 0 */
 	uint64_t seen_ns;		 /* its latest sample or switch-in followed */
 	uint64_t kernel_sample_ns;	 /* its latest sample the kernel read (kept for perf's) */
+	bool sampled;			 /* a sample of it was followed */
 	struct after_stack *afters;	 /* oldest first: kept until their waits go out */
 	struct after_stack *afters_last; /* the newest, where the next one goes */
 };

@@ -1,6 +1,7 @@
 /* Which processes run CPython, and the Python stacks walked as records are drained. */
 #include "internal.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,14 @@ static void send_task_codes(struct sampler *s, struct cpython_process *proc)
 	proc->task_codes_sent = proc->ntask_codes;
 }
 
+/* Whether @proc has imported @module (or is importing it). */
+static bool has_module(struct cpython_process *proc, const char *module)
+{
+	uint64_t name;
+
+	return !cpython_module_global(proc, NULL, module, "__name__", &name);
+}
+
 /*
  * Young Python processes (the first seconds) are asked now and then whether they have
  * imported multiprocessing's pool: a spawned worker imports it, then runs its loop at
@@ -63,10 +72,10 @@ static void send_task_codes(struct sampler *s, struct cpython_process *proc)
 bool find_pool_workers(struct sampler *s, uint64_t now)
 {
 	size_t cursor = 0;
-	uint64_t pid;
-	uint64_t name, nmodules;
+	uint64_t pid, nmodules;
 	void *value;
-	bool looking = false;
+	bool looking = false, counted;
+	int err;
 
 	while (s->opts.read_args && hashmap__next(s->pythons, &cursor, &pid, &value)) {
 		struct cpython_process *proc = value;
@@ -82,15 +91,22 @@ bool find_pool_workers(struct sampler *s, uint64_t now)
 			continue;
 		proc->task_codes_tried_ns = now;
 		/* Nothing imported since the last look: no need to look again (a few reads). */
-		if (!cpython_modules_count(proc, NULL, &nmodules)) {
-			if (nmodules == proc->modules_seen)
-				continue;
-			proc->modules_seen = nmodules;
-		}
-		if (!cpython_find_task_codes(proc, NULL))
+		counted = !cpython_modules_count(proc, NULL, &nmodules);
+		if (counted && nmodules == proc->modules_seen)
+			continue;
+		err = cpython_find_task_codes(proc, NULL);
+		if (!err) {
 			send_task_codes(s, proc);
-		else if (!proc->pool_child && cpython_module_global(proc, NULL, "multiprocessing",
-								    "__name__", &name) == 0)
+			continue;
+		}
+		/*
+		 * Not again until more is imported, unless a loop's module is there without
+		 * its loop yet (its body still running) or it could not be read.
+		 */
+		if (counted && err == -ENOENT && !has_module(proc, "multiprocessing.pool") &&
+		    !has_module(proc, "concurrent.futures.process"))
+			proc->modules_seen = nmodules;
+		if (!proc->pool_child && has_module(proc, "multiprocessing"))
 			/*
 			 * A pool or an executor may fork its workers any moment: each copies the
 			 * kernel's set-up of this process at the fork, so the loop must be
@@ -424,14 +440,14 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	if (!t)
 		return;
 	t->seen_ns = q->time;
-	if (q->py && !q->py->kernel && !t->last_py && s->kernel_samples && proc->kernel_since_ns &&
-	    q->time > proc->kernel_since_ns) {
+	if (q->py && !q->py->kernel && !t->sampled && !t->last_py && s->kernel_samples &&
+	    proc->kernel_since_ns && q->time > proc->kernel_since_ns) {
 		/*
-		 * A new thread's sample that the kernel, reading this process by then, left
-		 * to us: it found no Python frames yet (the thread's start), or could not
-		 * read them. Read from outside even 0.3 ms later, the thread had run on into
-		 * its first call (seen with a drainer at every ms): nothing is known to have
-		 * held.
+		 * A new thread's first sample that the kernel, reading this process by then,
+		 * left to us: it found no Python frames yet (the thread's start), or could
+		 * not read them. Read from outside even 0.3 ms later, the thread had run on
+		 * into its first call (seen with a drainer at every ms): nothing is known to
+		 * have held. (Later ones are read: a thread the kernel can't read is.)
 		 */
 		q->py->n = 0;
 		s->stats.late_walks++;
@@ -448,6 +464,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 			q->py->n = 0;
 		s->stats.late_walks++;
 	}
+	t->sampled = true;
 	if (q->py && !q->py->n) {
 		py_stack_free(q->py);
 		q->py = NULL;

@@ -194,21 +194,26 @@ static bool args_may_match(uint32_t a, uint32_t b)
 	return a == b || a == TRACE_ARGS_UNKNOWN || b == TRACE_ARGS_UNKNOWN;
 }
 
-/* Whether the frame below @d is the call open below it, or neither side has one. */
-static bool same_child(const struct thread_stack *ts, const struct trace_frame *frames,
-		       uint32_t nframes, uint32_t d)
+/*
+ * Whether the frame below @d is another call from the same call site than the one open
+ * below it: another function, or the same with other arguments.
+ */
+static bool new_call_below(const struct thread_stack *ts, const struct trace_frame *frames,
+			   uint32_t nframes, uint32_t d)
 {
-	if (d + 1 >= ts->depth && d + 1 >= nframes)
-		return true;
-	return same_site(ts, frames, nframes, d + 1) &&
-	       args_may_match(ts->open[d + 1].args, frames[d + 1].args);
+	if (d + 1 >= ts->depth || d + 1 >= nframes ||
+	    ts->open[d + 1].callsite != frames[d + 1].callsite)
+		return false;
+	return ts->open[d + 1].func != frames[d + 1].func ||
+	       !args_may_match(ts->open[d + 1].args, frames[d + 1].args);
 }
 
 /*
  * Number of leading frames that continue the open slices. A pool worker's loop whose
- * task is not known on one side (read before the loop was) continues only while its
- * direct child is the same call: the loop calls each task's function once, so a new
- * call below it is a new task (two tasks back to back with no reading between them).
+ * task is not known on one side (read before the loop was) continues unless the call
+ * below it, from the same place, is another one: the loop calls each task's function
+ * from there once, so another call there is another task (two tasks back to back with
+ * no reading between them). Its other calls (sending the result) are the same task's.
  */
 static uint32_t common_depth(const struct thread_stack *ts, const struct trace_frame *frames,
 			     uint32_t nframes)
@@ -218,7 +223,7 @@ static uint32_t common_depth(const struct thread_stack *ts, const struct trace_f
 	while (same_site(ts, frames, nframes, d)) {
 		if (ts->open[d].args != frames[d].args &&
 		    (!args_may_match(ts->open[d].args, frames[d].args) ||
-		     !same_child(ts, frames, nframes, d)))
+		     new_call_below(ts, frames, nframes, d)))
 			break;
 		d++;
 	}

@@ -191,6 +191,13 @@ static const struct coalesce_case cases[] = {
 			      "1 2 3 100-300 a5", "1 1 2 300-400 a?", "1 2 3 300-400 a6" },
 	},
 	{
+		.name = "... and over a call from elsewhere in it, the same task's",
+		.steps = { "c 0 1@0 2@10:? 3@1:4", "c 100 1@0 2@10:7 5@2",
+			   "c 200 1@0 2@10:? 3@1:4" },
+		.expected = { "1 0 1 0-300", "1 1 2 0-300 a7", "1 2 3 0-100 a4", "1 2 5 100-200",
+			      "1 2 3 200-300 a4" },
+	},
+	{
 		.name = "arguments never known stay so",
 		.steps = { "c 0 1@0:?", "c 100 1@0:?" },
 		.expected = { "1 0 1 0-200 a?" },
