@@ -144,6 +144,7 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "kernel_switch_stacks", st.kernel_switch_stacks);
 	trace__note(s->trace, "kernel_switch_misses", st.kernel_switch_misses);
 	trace__note(s->trace, "kernel_switches_early", st.kernel_switches_early);
+	trace__note(s->trace, "kernel_args_of_parent", st.kernel_args_of_parent);
 	trace__note(s->trace, "kernel_samples", st.kernel_samples);
 	trace__note(s->trace, "kernel_samples_lost", st.kernel_samples_lost);
 	trace__note(s->trace, "kernel_events_lost", st.kernel_events_lost);

@@ -153,6 +153,7 @@ struct sampler_stats {
 	uint64_t kernel_switch_stacks;	/* Python stacks read by the kernel at switch-outs */
 	uint64_t kernel_switch_misses;	/* Python threads' switch-outs it did not read */
 	uint64_t kernel_switches_early; /* ... it read, perf's record of them milliseconds later */
+	uint64_t kernel_args_of_parent; /* ... of a fork not followed yet: read as its parent's */
 	uint64_t kernel_samples;	/* samples whose Python stacks the kernel read */
 	uint64_t kernel_samples_lost;	/* ... of processes not yet known to run CPython */
 	uint64_t kernel_events_lost;	/* the kernel-side reader's ring was full */
