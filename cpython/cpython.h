@@ -356,7 +356,6 @@ struct cpython_process {
 	uint32_t task_codes_sent;     /* the caller's: how many it passed on */
 	uint64_t task_codes_tried_ns; /* the caller's: when it last looked for them */
 	bool pool_child; /* the caller's: started by multiprocessing or imported it (forks too) */
-	uint64_t kernel_since_ns;    /* the caller's: when the kernel's walks of it began, or 0 */
 	uint64_t modules_seen;	     /* the caller's: sys.modules' size when it last looked */
 	uint64_t code_type;	     /* PyCode_Type's address, once seen */
 	uint64_t threads_generation; /* bumped each time the thread list is read */

@@ -194,8 +194,7 @@ void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, u
 		proc = NULL;
 	}
 	if (s->bpf) {
-		if (!bpf_reader__set_process(s->bpf, pid, proc, s->opts.read_args) && proc)
-			proc->kernel_since_ns = sampler_now_ns();
+		bpf_reader__set_process(s->bpf, pid, proc, s->opts.read_args);
 		if (proc)
 			proc->task_codes_sent = proc->ntask_codes;
 		hashmap__remove(s->bpf_synced, pid);
@@ -293,7 +292,7 @@ static void track_mmap(struct sampler *s, struct qrec *q)
 static void track_fork(struct sampler *s, struct qrec *q)
 {
 	const uint8_t *p = q->data + sizeof(struct perf_event_header);
-	struct cpython_process *parent, *child;
+	struct cpython_process *parent;
 	uint32_t ids[2], ppid, tid, ptid;
 	size_t i;
 
@@ -313,11 +312,6 @@ static void track_fork(struct sampler *s, struct qrec *q)
 		send_task_codes(s, parent);
 	}
 	set_python(s, ids[0], cpython_process__fork(parent, (pid_t)ids[0]), q->time);
-	child = hashmap__get(s->pythons, ids[0]);
-	/* The kernel copied the parent's set-up at the fork itself. */
-	if (child && child->kernel_since_ns && parent->kernel_since_ns &&
-	    parent->kernel_since_ns <= q->time)
-		child->kernel_since_ns = q->time;
 	/* The child is a copy of the forking thread: same thread state address. */
 	memcpy(&tid, p + 8, 4);
 	memcpy(&ptid, p + 12, 4);
@@ -440,14 +434,14 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	if (!t)
 		return;
 	t->seen_ns = q->time;
-	if (q->py && !q->py->kernel && !t->sampled && !t->last_py && s->kernel_samples &&
-	    proc->kernel_since_ns && q->time > proc->kernel_since_ns) {
+	if (q->py && !q->py->kernel && !t->sampled && !t->last_py && s->kernel_samples) {
 		/*
-		 * A new thread's first sample that the kernel, reading this process by then,
-		 * left to us: it found no Python frames yet (the thread's start), or could
-		 * not read them. Read from outside even 0.3 ms later, the thread had run on
+		 * A new thread's first sample that the kernel left to us: it found no Python
+		 * frames yet (the thread's start), or could not read them, or did not read
+		 * the process yet. Read from outside even 0.3 ms later, the thread had run on
 		 * into its first call (seen with a drainer at every ms): nothing is known to
-		 * have held. (Later ones are read: a thread the kernel can't read is.)
+		 * have held. Only the first: a thread the kernel can't read is read from
+		 * outside after it.
 		 */
 		q->py->n = 0;
 		s->stats.late_walks++;
