@@ -9,11 +9,15 @@ run. on_sample runs at every sample (it walks the Python stack, and reads argume
 it), on_switch at every context switch of a traced thread.
 
 Two programs: bench/py_split.py (a shallow CPU-bound stack, 4 frames of 1 argument or
-none) and, with --deep, a 22-frame recursion whose every frame has 3 arguments (an int,
-a str and a list). Issue 10's budget: reading arguments adds at most 25 % kernel time
-per sample.
+none) and a 22-frame recursion whose every frame has 3 arguments (an int, a str and a
+list). Issue 10's budget: reading arguments adds at most 25 % kernel time per sample.
 
-usage: bench/kernel_walk.py [--repeat N] [--hz HZ] [--python PATH]   (as root)
+With --depths D,D,...: instead, the cost per sample of walking stacks D frames deep
+(tests/fixtures/py_deep.py computing at the bottom of a recursion, 2 arguments a frame),
+with arguments; --tool PATH measures another build the same way (before and after).
+
+usage: bench/kernel_walk.py [--repeat N] [--hz HZ] [--python PATH] [--depths D,...]
+                            [--tool PATH]   (as root)
 """
 import argparse
 import json
@@ -27,6 +31,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "pytrace-sample")
 SPLIT = os.path.join(ROOT, "bench", "py_split.py")
+DEEP_FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_deep.py")
 DEEP = """
 import sys
 def down(n, name, items):
@@ -51,11 +56,11 @@ def bpf_progs():
     return progs
 
 
-def run_once(cmd, no_args, hz, tmp):
+def run_once(cmd, no_args, hz, tmp, tool_path=TOOL):
     """ns per run of each program over one traced run of @cmd."""
     before = set(bpf_progs())
     out = os.path.join(tmp, "t.json")
-    args = [TOOL, "-q", "--backend", "bpf", "-F", str(hz), "-o", out, "--force"]
+    args = [tool_path, "-q", "--backend", "bpf", "-F", str(hz), "-o", out, "--force"]
     tool = subprocess.Popen(args + (["--no-args"] if no_args else []) + ["--"] + cmd,
                             stdout=subprocess.DEVNULL)
     last = {}
@@ -72,11 +77,30 @@ def run_once(cmd, no_args, hz, tmp):
     return {name: t / c for name, (c, t) in per.items() if c}
 
 
+def depths(args, tmp):
+    """ns per sample of on_sample at each depth, medians of --repeat runs, interleaved."""
+    wanted = [int(d) for d in args.depths.split(",")]
+    runs = {d: [] for d in wanted}
+    for _ in range(args.repeat):
+        for d in wanted:
+            r = run_once([args.python, DEEP_FIXTURE, str(d), "0.5"], False, args.hz, tmp,
+                         args.tool)
+            if "on_sample" in r:
+                runs[d].append(r["on_sample"])
+    print("on_sample per run, %s, %d Hz, %s:" % (args.tool, args.hz, args.python))
+    for d in wanted:
+        if runs[d]:
+            print("  %5d frames deep: %9.0f ns (min %.0f, max %.0f)"
+                  % (d, statistics.median(runs[d]), min(runs[d]), max(runs[d])))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--hz", type=int, default=1000)
     ap.add_argument("--python", default="/root/.pyenv/versions/3.12.1/bin/python3")
+    ap.add_argument("--depths", help="comma-separated stack depths to time instead")
+    ap.add_argument("--tool", default=TOOL, help="the pytrace-sample to time")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/kernel_walk.py: needs root (eBPF, kernel.bpf_stats_enabled)")
@@ -90,6 +114,9 @@ def main():
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
         f.write("1")
     try:
+        if args.depths:
+            depths(args, tmp)
+            return
         for label, cmd in (("py_split.py (4 frames)", [args.python, SPLIT, "100"]),
                            ("recursion (22 frames, 3 arguments each)", [args.python, deep])):
             runs = {False: [], True: []}

@@ -67,10 +67,15 @@ struct {
 	__type(value, __u32);
 } switch_read SEC(".maps");
 
-/* Where an event is built before it is copied into the ring at its real length. */
+/*
+ * Where an event is built before it is copied into the ring at its real length: one per
+ * CPU and kind (a sample could interrupt a switch's walk), entry 2 * cpu + kind. Not a
+ * per-CPU array: those hold at most 32 KB a value, and an event has room for 1,024
+ * frames. User space sizes it for the CPUs there are.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2); /* one per kind: a sample could interrupt a switch's walk */
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct pytrace_event);
 } scratch SEC(".maps");
@@ -101,6 +106,7 @@ static __always_inline void event_start(struct pytrace_event *e, __u32 tgid, __u
 	e->kind = kind;
 	e->nframes = 0;
 	e->truncated = 0;
+	e->cut = 0;
 	e->args_size = 0;
 	e->user_ip = e->user_sp = 0;
 	e->syscall = -1;
@@ -236,8 +242,11 @@ struct frame_walk {
 	struct pytrace_event *e;
 	struct walk_buf *buf;
 	__u64 frame; /* the next frame to read; 0 at the end of the chain */
+	__u64 last_code; /* the code object read last, whose span is in buf->code */
+	__u64 last_fingerprint;
 	__u32 args_used; /* bytes of buf->args filled */
 	__u32 at;	 /* the frame being read */
+	__u32 depth;	 /* frames read */
 	__u32 index_base; /* 0: parameters; 0x80: a pool worker's task locals */
 	int err;
 	int args_cut;
@@ -506,7 +515,12 @@ static __always_inline void read_task(struct frame_walk *w, __u64 frame, __u32 k
  * Reads frame @i of a walk and steps to the one before it; 1 ends the walk. A loop body
  * for bpf_loop(), which the verifier checks once: as an open-coded loop of 64 rounds it
  * was checked round by round (35,000 instructions, ~15 ms of start-up per program).
- * One read for the frame's fields and one for its code object's.
+ * One read for the frame's fields and one for its code object's, unless it is the code
+ * of the frame read just before (a recursion). Frame i goes to frames[i % MAX_FRAMES]:
+ * past MAX_FRAMES the innermost are overwritten. Their arguments are not (user space
+ * passes them over): the arguments' room fills from the innermost frame, so those of a
+ * stack that deep are mostly of frames cut. Starting the arguments over every
+ * MAX_FRAMES frames made the verifier's work grow past its limit.
  */
 static long read_frame(__u32 i, void *arg)
 {
@@ -517,7 +531,7 @@ static long read_frame(__u32 i, void *arg)
 	__u64 code, frame = w->frame;
 	__u32 len;
 
-	if (i >= PYTRACE_BPF_MAX_FRAMES)
+	if (i >= PYTRACE_BPF_WALK_FRAMES)
 		return 1;
 	len = span_len(cfg->frame_span_len);
 	w->slots_read = cfg->slots_in_span;
@@ -544,9 +558,11 @@ static long read_frame(__u32 i, void *arg)
 	f->owner = cfg->frame_owner ? (__u8)span_u64(b->frame, cfg->frame_owner) : 0;
 	f->fingerprint = 0;
 	w->at = i;
-	w->e->nframes = i + 1;
+	w->depth = i + 1;
 	w->frame = span_u64(b->frame, cfg->frame_previous);
-	if (code) {
+	if (code && code == w->last_code) {
+		f->fingerprint = w->last_fingerprint; /* its span is still in b->code */
+	} else if (code) {
 		len = span_len(cfg->code_span_len);
 		if (bpf_probe_read_user(b->code, len, (const void *)(code + cfg->code_span_at))) {
 			w->err = 1;
@@ -554,6 +570,10 @@ static long read_frame(__u32 i, void *arg)
 		}
 		f->fingerprint = span_u64(b->code, cfg->code_filename) ^
 				 (span_u64(b->code, cfg->code_name) << 1);
+		w->last_code = code;
+		w->last_fingerprint = f->fingerprint;
+	}
+	if (code) {
 		if (cfg->read_args && !w->args_cut) {
 			read_args(w, frame);
 			if (code == cfg->task_code[0] || code == cfg->task_code[1])
@@ -574,7 +594,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	struct pytrace_event *e;
 	struct frame_walk w = { 0 };
 	__u64 *known, tstate, size;
-	__u32 frames_size, args_size;
+	__u32 frames_size, args_size, slot = bpf_get_smp_processor_id() * 2 + (kind & 1);
 
 	cfg = bpf_map_lookup_elem(&py_cfg, &tgid);
 	if (!cfg)
@@ -583,7 +603,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	tstate = known ? *known : find_tstate(cfg, tid);
 	if (!tstate)
 		return -1;
-	e = bpf_map_lookup_elem(&scratch, &kind);
+	e = bpf_map_lookup_elem(&scratch, &slot);
 	w.buf = bpf_map_lookup_elem(&walk_bufs, &kind);
 	if (!e || !w.buf)
 		return -1;
@@ -612,19 +632,21 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	if (cfg->via_cframe && w.frame)
 		w.frame = read_u64(w.frame + cfg->cframe_current_frame, &w.err);
 	if (w.frame && !w.err)
-		bpf_loop(PYTRACE_BPF_MAX_FRAMES, read_frame, &w, 0);
+		bpf_loop(PYTRACE_BPF_WALK_FRAMES, read_frame, &w, 0);
 	if (w.err) {
 		count(PYTRACE_STAT_READ_ERRORS);
 		return -1;
 	}
-	if (!e->nframes) {
+	if (!w.depth) {
 		count(PYTRACE_STAT_NO_FRAMES);
 		return -1;
 	}
 	e->truncated = w.frame != 0;
+	e->nframes = w.depth < PYTRACE_BPF_MAX_FRAMES ? w.depth : PYTRACE_BPF_MAX_FRAMES;
+	e->cut = w.depth - e->nframes;
 	if (w.args_cut)
 		count(PYTRACE_STAT_ARGS_CUT);
-	/* Masked for the verifier (nframes <= 64 already): the tail has room for twice that. */
+	/* Masked for the verifier (nframes <= MAX_FRAMES already): the tail has room for twice. */
 	frames_size = (e->nframes & (2 * PYTRACE_BPF_MAX_FRAMES - 1)) * sizeof(e->frames[0]);
 	args_size = w.args_used;
 	if (args_size > PYTRACE_BPF_ARGS_BYTES)

@@ -5,7 +5,13 @@
 #ifndef PYTRACE_BPF_PYTRACE_BPF_H
 #define PYTRACE_BPF_PYTRACE_BPF_H
 
-#define PYTRACE_BPF_MAX_FRAMES 64
+/*
+ * An event carries at most MAX_FRAMES frames; a walk reads at most WALK_FRAMES. Of a stack
+ * deeper than MAX_FRAMES the root-most are sent (the innermost are the ones cut), of one
+ * deeper than WALK_FRAMES the innermost MAX_FRAMES of those read (its root is missing).
+ */
+#define PYTRACE_BPF_MAX_FRAMES 1024
+#define PYTRACE_BPF_WALK_FRAMES 8192
 #define PYTRACE_BPF_SPAN 256	     /* bytes of a frame or a code object read at once */
 #define PYTRACE_BPF_MAX_ARGS 8	     /* parameters read per frame */
 #define PYTRACE_BPF_ARG_TEXT 64	     /* bytes of a str's or a bytes' contents read */
@@ -110,11 +116,11 @@ enum pytrace_arg_flags {
  * for str and bytes, text_len bytes of contents that follow, padded to 8 bytes.
  */
 struct pytrace_raw_arg {
-	__u8 frame; /* index in the event's frames */
+	__u8 pad;
 	__u8 index; /* the parameter's position */
 	__u8 flags;
 	__u8 text_len;
-	__u32 pad;
+	__u32 frame; /* the frame's place in the walk, 0 the innermost read */
 	__u64 object;
 	__u64 words[4];
 };
@@ -127,14 +133,17 @@ enum pytrace_event_kind {
 
 /*
  * A Python thread's frames at one instant. Only the header and @nframes frames are
- * sent: the ring holds events of different lengths.
+ * sent: the ring holds events of different lengths. The walk puts its i-th frame (0 the
+ * innermost) in frames[i % PYTRACE_BPF_MAX_FRAMES]: when @cut frames were read before
+ * the @nframes kept (a stack deeper than PYTRACE_BPF_MAX_FRAMES), the innermost kept is
+ * in frames[cut % PYTRACE_BPF_MAX_FRAMES] and all of frames[] is sent.
  */
 struct pytrace_event {
 	__u64 time_ns; /* CLOCK_MONOTONIC, like perf's records */
 	__u32 pid, tid;
 	__u32 cpu;
 	__u16 kind;	 /* enum pytrace_event_kind */
-	__u16 truncated; /* the chain went on past PYTRACE_BPF_MAX_FRAMES */
+	__u16 truncated; /* the chain went on past PYTRACE_BPF_WALK_FRAMES: no root */
 	__u32 nframes;
 	__u32 args_size; /* bytes of arguments after the frames */
 	/* The user registers perf records too: what joins a sample to perf's record of it. */
@@ -142,13 +151,15 @@ struct pytrace_event {
 	__s64 syscall;	   /* switch-outs: the system call it waits in, or -1; exits: the exit
 			  code as wait() reports it */
 	__u64 syscall_arg; /* switch-outs: the system call's first argument (a futex's) */
+	__u32 cut;	   /* frames read and not sent: the innermost of a deep stack */
+	__u32 pad;
 	struct pytrace_raw_frame frames[PYTRACE_BPF_MAX_FRAMES];
 	/* The arguments follow frames[nframes]; room for a masked offset (see the sender). */
 	__u8 tail[PYTRACE_BPF_ARGS_BYTES +
 		  PYTRACE_BPF_MAX_FRAMES * sizeof(struct pytrace_raw_frame)];
 };
 
-#define PYTRACE_EVENT_HEADER_SIZE 64
+#define PYTRACE_EVENT_HEADER_SIZE 72
 
 enum pytrace_bpf_stat {
 	PYTRACE_STAT_EVENTS,	     /* events sent */

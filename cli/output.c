@@ -149,7 +149,9 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "kernel_samples_lost", st.kernel_samples_lost);
 	trace__note(s->trace, "kernel_events_lost", st.kernel_events_lost);
 	trace__note(s->trace, "kernel_read_errors", st.kernel_read_errors);
-	trace__note(s->trace, "kernel_cut_stacks", st.kernel_cut_stacks);
+	trace__note(s->trace, "python_cut_stacks", st.cut_stacks);
+	trace__note(s->trace, "python_cut_frames", st.cut_frames);
+	trace__note(s->trace, "python_rootless_stacks", st.rootless_stacks);
 	trace__note(s->trace, "exits_assumed", st.exits_assumed);
 	trace__note(s->trace, "frames_args_not_kept", st.args_not_kept);
 	trace__note(s->trace, "args_lists_lost", sy.python_args_lost);
@@ -158,6 +160,7 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "kernel_forks_followed", st.kernel_forks_followed);
 	trace__note(s->trace, "python_walks", st.python_walks);
 	trace__note(s->trace, "late_python_walks", st.late_walks);
+	trace__note(s->trace, "late_python_bracketed", st.bracketed_samples);
 	trace__note(s->trace, "stale_captures", st.stale_captures);
 	trace__note(s->trace, "frequency_hz", s->opts->sampler.frequency_hz);
 	trace__note(s->trace, "unknown_native_frames", sy.unknown_frames);

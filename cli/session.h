@@ -8,10 +8,12 @@
 
 #include "../common/frames.h"
 #include "../common/hashmap.h"
+#include "../cpython/cpython.h"
 #include "../symbolize/symbolize.h"
 #include "cli.h"
 
-#define MAX_FRAMES (SYMBOLIZE_MAX_NATIVE_FRAMES + 256)
+/* A stack's frames: native ones, Python ones (the root-most kept), a wait's marker. */
+#define MAX_FRAMES (SYMBOLIZE_MAX_NATIVE_FRAMES + CPYTHON_MAX_FRAMES + 1)
 
 struct session {
 	const struct cli_opts *opts;

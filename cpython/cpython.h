@@ -13,7 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CPYTHON_MAX_FRAMES 1024
+#define CPYTHON_MAX_FRAMES 1024	 /* frames a walk returns: the root-most of a deeper stack */
+#define CPYTHON_WALK_FRAMES 8192 /* frames a walk reads at most */
 #define CPYTHON_MAX_THREADS 4096
 #define CPYTHON_MAX_ARGS 8  /* parameters read per frame: positional, then keyword-only */
 #define CPYTHON_ARG_TEXT 64 /* bytes of a str's or a bytes' contents kept */
@@ -219,11 +220,11 @@ enum cpython_arg_flags {
  * one after the other. The layout of bpf/pytrace_bpf.h's struct pytrace_raw_arg.
  */
 struct cpython_raw_arg {
-	uint8_t frame;	  /* the kernel's index of the frame; not used here */
-	uint8_t index;	  /* the parameter's position */
-	uint8_t flags;	  /* enum cpython_arg_flags */
-	uint8_t text_len; /* at most CPYTHON_ARG_TEXT */
-	uint32_t pad;
+	uint8_t pad;
+	uint8_t index;	   /* the parameter's position */
+	uint8_t flags;	   /* enum cpython_arg_flags */
+	uint8_t text_len;  /* at most CPYTHON_ARG_TEXT */
+	uint32_t frame;	   /* the kernel's index of the frame; not used here */
 	uint64_t object;   /* its address */
 	uint64_t words[4]; /* its bytes 8 to 40: the type, then size and value */
 };
@@ -414,21 +415,30 @@ struct cpython_frame {
 #define CPYTHON_WALK_TRIES 4
 
 /*
- * Walks the frames of thread @tid, innermost first, into @frames (at most @max): the
- * frame chain only, so it is quick. Returns the count (0: not a Python thread, or no
- * frames), or -errno. @mem reads the target (NULL: the process itself). A chain read
- * while the thread runs can lead into frames it has returned from (before 3.11, where
- * they are freed) or into memory that can't be read: such a walk is read again, up to
- * CPYTHON_WALK_TRIES times, then fails (-EAGAIN, -EFAULT) rather than return a stack
- * that is not whole.
+ * Walks the frames of thread @tid, innermost first, into @frames (at most @max; of a
+ * deeper stack the root-most @max): the frame chain only, so it is quick. Returns the
+ * count (0: not a Python thread, or no frames), or -errno. @mem reads the target (NULL:
+ * the process itself). A chain read while the thread runs can lead into frames it has
+ * returned from (before 3.11, where they are freed) or into memory that can't be read:
+ * such a walk is read again, up to CPYTHON_WALK_TRIES times, then fails (-EAGAIN,
+ * -EFAULT) rather than return a stack that is not whole.
  */
 int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
 		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max);
 
-/* cpython_walk() that also reads each frame's arguments into @args (NULL: none). */
+/* What a walk left out of a stack deeper than the frames it could return. */
+struct cpython_cut {
+	uint32_t frames; /* the innermost frames left out */
+	bool rootless;	 /* deeper than CPYTHON_WALK_FRAMES: the root-most are missing too */
+};
+
+/*
+ * cpython_walk() that also reads each frame's arguments into @args (NULL: none) and
+ * says what it left out in @cut (NULL: not needed).
+ */
 int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
 		      uint64_t now_ns, struct cpython_frame *frames, uint32_t max,
-		      struct cpython_args_out *args);
+		      struct cpython_args_out *args, struct cpython_cut *cut);
 
 /*
  * Turns frames read elsewhere (the kernel, at a context switch) into walked frames:

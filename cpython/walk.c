@@ -7,6 +7,7 @@
 
 #include "cpython.h"
 #include "internal.h"
+#include "pages.h"
 
 static uint64_t first_frame(const struct cpython_layout *l, const struct cpython_mem *mem,
 			    uint64_t tstate)
@@ -187,23 +188,32 @@ static void walk_args(const struct cpython_process *p, const struct cpython_mem 
 	}
 }
 
+/*
+ * The first @max frames (shims aside) of the chain from @frame into @frames; the chain's
+ * depth in frames, up to CPYTHON_WALK_FRAMES, in @depth. Frames past @max are only
+ * stepped over (one read each, from pages read already as a rule), their addresses
+ * kept in @ring (frame k at ring[k % max]; NULL: not kept).
+ */
 static int walk_chain(const struct cpython_process *p, const struct cpython_mem *mem,
 		      uint64_t frame, struct cpython_frame *frames, uint32_t max,
-		      struct cpython_args_out *args)
+		      struct cpython_args_out *args, uint64_t *ring, uint32_t *depth)
 {
 	const struct cpython_layout *l = &p->layout;
 	const struct walk_reads r = walk_reads(l, args != NULL);
 	uint64_t mark = 0;
-	uint32_t n = 0, steps, power = 1, since_mark = 0;
+	uint32_t n = 0, seen = 0, steps, power = 1, since_mark = 0;
+	bool kept = false; /* the frame before was returned */
 	uint8_t buf[4096], span[CODE_SPAN_MAX];
 
-	for (steps = 0; frame && n < max && steps < CPYTHON_MAX_FRAMES * 2; steps++) {
+	*depth = 0;
+	for (steps = 0; frame && seen < CPYTHON_WALK_FRAMES && steps < CPYTHON_WALK_FRAMES * 2;
+	     steps++) {
 		uint64_t code, previous, names[2];
 		uint8_t owner = 0;
 
 		/* Brent's cycle check: any cycle, however long, comes back to the mark. */
 		if (frame == mark)
-			return (int)n;
+			break;
 		if (++since_mark == power) {
 			mark = frame;
 			power *= 2;
@@ -224,8 +234,17 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 			owner = buf[l->frame_owner];
 		if (owner >= l->owner_first_skipped) {
 			/* A shim: the frame before it began a C-level eval call. */
-			if (n)
+			if (kept)
 				frames[n - 1].entry = true;
+			frame = previous;
+			continue;
+		}
+		if (ring)
+			ring[seen % max] = frame;
+		kept = seen++ < max;
+		if (!kept) {
+			if (!ring)
+				break;
 			frame = previous;
 			continue;
 		}
@@ -251,26 +270,68 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 	}
 	if (n)
 		frames[n - 1].entry = true;
+	/* A chain that goes on (a cycle, or past the limit) is deeper than could be read. */
+	*depth = frame ? CPYTHON_WALK_FRAMES + 1 : seen;
 	return (int)n;
 }
 
 int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
 		 uint64_t now_ns, struct cpython_frame *frames, uint32_t max)
 {
-	return cpython_walk_args(p, mem, tid, now_ns, frames, max, NULL);
+	return cpython_walk_args(p, mem, tid, now_ns, frames, max, NULL, NULL);
+}
+
+/*
+ * One try of a walk: of a stack deeper than @max, the root-most @max (the innermost are
+ * the ones left out: a trace's slices grow from the root), read again from the first of
+ * them, whose address the first pass kept. The second pass must find the chain from
+ * there as long as the first did, else the stack moved: read again.
+ */
+static int walk_once(struct cpython_process *p, const struct cpython_mem *mem, uint64_t first,
+		     struct cpython_frame *frames, uint32_t max, struct cpython_args_out *args,
+		     uint64_t ring[CPYTHON_MAX_FRAMES], struct cpython_cut *cut)
+{
+	uint32_t depth, again, skip;
+	int n;
+
+	cut->frames = 0;
+	cut->rootless = false;
+	if (!max || max > CPYTHON_MAX_FRAMES)
+		ring = NULL;
+	n = walk_chain(p, mem, first, frames, max, args, ring, &depth);
+	if (n < (int)max || depth <= max)
+		return n;
+	cut->rootless = depth > CPYTHON_WALK_FRAMES;
+	if (!ring) {
+		cut->rootless = true; /* the innermost @max, and how many more isn't known */
+		return n;
+	}
+	skip = (cut->rootless ? CPYTHON_WALK_FRAMES : depth) - max;
+	if (args)
+		args->used = 0;
+	n = walk_chain(p, mem, ring[skip % max], frames, max, args, NULL, &again);
+	if (n >= 0 && ((uint32_t)n != max || (!cut->rootless && again != max)))
+		return -EAGAIN;
+	cut->frames = skip;
+	return n;
 }
 
 int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
 		      uint64_t now_ns, struct cpython_frame *frames, uint32_t max,
-		      struct cpython_args_out *args)
+		      struct cpython_args_out *args, struct cpython_cut *cut)
 {
 	const struct cpython_layout *l = &p->layout;
 	struct cpython_mem own = { cpython_read_process, &p->pid };
-	uint64_t tstate;
+	struct cpython_pages pages;
+	struct cpython_mem paged = { cpython_pages_read, &pages };
+	struct cpython_cut none;
+	uint64_t tstate, ring[CPYTHON_MAX_FRAMES];
 	int n = -EAGAIN, tries, err;
 
 	if (!mem)
 		mem = &own;
+	if (!cut)
+		cut = &none;
 	tstate = cpython_tstate_for(p, mem, tid, now_ns, &err);
 	if (err)
 		return -EFAULT;
@@ -280,7 +341,10 @@ int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, 
 	for (tries = 0; tries < CPYTHON_WALK_TRIES && n < 0; tries++) {
 		if (args)
 			args->used = 0;
-		n = walk_chain(p, mem, first_frame(l, mem, tstate), frames, max, args);
+		/* Each try reads afresh: the pages of a chain that moved are of no use. */
+		cpython_pages_init(&pages, mem);
+		n = walk_once(p, &paged, first_frame(l, &paged, tstate), frames, max, args, ring,
+			      cut);
 	}
 	return n;
 }

@@ -40,6 +40,7 @@ static int on_event(void *arg, void *data, size_t size)
 	if (size < PYTRACE_EVENT_HEADER_SIZE || !b->fn)
 		return 0;
 	if (e->nframes > PYTRACE_BPF_MAX_FRAMES || e->args_size > PYTRACE_BPF_ARGS_BYTES ||
+	    (e->cut && e->nframes != PYTRACE_BPF_MAX_FRAMES) ||
 	    size < PYTRACE_EVENT_HEADER_SIZE + e->nframes * sizeof(e->frames[0]) + e->args_size)
 		return 0;
 	b->fn(b->ctx, e);
@@ -69,6 +70,11 @@ struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches)
 	if (err)
 		goto out_destroy;
 	bpf_program__set_autoload(b->skel->progs.on_switch, read_switches);
+	err = libbpf_num_possible_cpus();
+	if (err > 0)
+		err = bpf_map__set_max_entries(b->skel->maps.scratch, 2 * (unsigned)err);
+	if (err < 0)
+		goto out_destroy;
 	err = pytrace_bpf__load(b->skel);
 	if (err)
 		goto out_destroy;

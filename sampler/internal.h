@@ -57,6 +57,13 @@ struct py_fifo {
 	uint32_t head, count, capacity;
 };
 
+/*
+ * Stacks read before a thread's latest kept, to find one read before a moment that the
+ * latest was read after: a drainer that reads each sample about a period late has read
+ * the sample before a switch-out after it too.
+ */
+#define OLDER_READS 3
+
 struct task_state {
 	uint32_t pid, tid;
 	struct qrec *switch_sample; /* the latest context-switch sample (owned) */
@@ -76,8 +83,8 @@ struct task_state {
 	uint64_t outside_stack_size;
 	uint64_t outside_read_ns;
 	struct py_stack *outside_py;
-	struct py_stack *last_py;	 /* of the latest sample followed: the drainer's view */
-	struct py_stack *prev_py;	 /* the one before it, read earlier */
+	struct py_stack *last_py; /* of the latest sample followed: the drainer's view */
+	struct py_stack *older_py[OLDER_READS]; /* the ones before it, newest first */
 	struct py_stack *out_py;	 /* last_py as of the switch-out: a guess for short waits */
 	struct py_fifo kernel_outs;	 /* read by the kernel at switch-outs */
 	struct py_fifo kernel_samples;	 /* read by the kernel at samples perf also kept */
@@ -258,6 +265,8 @@ struct py_stack *py_stack_new(struct cpython_process *proc, uint32_t n,
  */
 void store_args(struct sampler *s, struct cpython_process *proc, struct cpython_frame *frames,
 		uint32_t n, const uint8_t *bytes, uint32_t len);
+/* A stack deeper than kept: @frames innermost cut; @rootless, its root-most missing too. */
+void count_cut(struct sampler *s, uint32_t frames, bool rootless);
 /* The id of the one frame's raw arguments in the @len bytes at @bytes (0: none kept). */
 uint32_t store_list(struct sampler *s, struct cpython_process *proc, const uint8_t *bytes,
 		    uint32_t len);

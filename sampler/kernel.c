@@ -9,20 +9,20 @@
 #include "procfs.h"
 
 /*
- * Keeps the arguments sent after an event's @n frames (records in frame order, each
- * followed by its text) and notes each frame's list id in @frames' args_id. Records
- * that break the order or the bounds leave every frame without: none is shown rather
- * than a wrong one.
+ * Keeps the arguments sent after an event's frames (records in frame order, each
+ * followed by its text) and notes each frame's list id in @frames' args_id: @frames are
+ * the @n kept, innermost first, the walk's frames e->cut on. Records of frames not kept
+ * are passed over; records that break the order or the bounds leave every frame
+ * without: none is shown rather than a wrong one.
  */
 static void keep_kernel_args(struct sampler *s, struct cpython_process *proc,
 			     const struct pytrace_event *e, struct pytrace_raw_frame *frames,
 			     uint32_t n)
 {
-	const uint8_t *args = (const uint8_t *)e->frames + n * sizeof(e->frames[0]);
-	uint32_t at = 0, start, i, from[PYTRACE_BPF_MAX_FRAMES] = { 0 },
+	const uint8_t *args = (const uint8_t *)e->frames + e->nframes * sizeof(e->frames[0]);
+	uint32_t at = 0, start, i, frame = 0, from[PYTRACE_BPF_MAX_FRAMES] = { 0 },
 		 len[PYTRACE_BPF_MAX_FRAMES] = { 0 };
 	struct pytrace_raw_arg rec;
-	uint8_t frame = 0;
 
 	for (i = 0; i < n; i++)
 		frames[i].args_id = 0;
@@ -30,13 +30,17 @@ static void keep_kernel_args(struct sampler *s, struct cpython_process *proc,
 		memcpy(&rec, args + at, sizeof(rec));
 		start = at;
 		at += sizeof(rec) + ((rec.text_len + 7u) & ~7u);
-		if (rec.frame >= n || rec.frame < frame || rec.text_len > CPYTHON_ARG_TEXT ||
-		    at > e->args_size)
+		if (rec.frame < frame || rec.text_len > CPYTHON_ARG_TEXT || at > e->args_size)
 			return;
 		frame = rec.frame;
-		if (!len[frame])
-			from[frame] = start;
-		len[frame] = at - from[frame];
+		if (frame < e->cut)
+			continue;
+		i = frame - e->cut;
+		if (i >= n)
+			return;
+		if (!len[i])
+			from[i] = start;
+		len[i] = at - from[i];
 	}
 	for (i = 0; i < n; i++) {
 		if (len[i])
@@ -147,8 +151,9 @@ void take_kernel_event(void *ctx, const struct pytrace_event *e)
 	struct perf_event_header header = { KERNEL_EVENT_RECORD, 0,
 					    (uint16_t)(sizeof(header) + size) };
 	struct qrec *q = malloc(sizeof(*q) + header.size);
+	struct pytrace_raw_frame *frames;
 	uint8_t *copy;
-	uint32_t none = 0;
+	uint32_t none = 0, j;
 
 	if (!q)
 		return;
@@ -157,14 +162,17 @@ void take_kernel_event(void *ctx, const struct pytrace_event *e)
 	q->size = header.size;
 	q->py = NULL;
 	memcpy(q->data, &header, sizeof(header));
-	memcpy(q->data + sizeof(header), e, size);
+	memcpy(q->data + sizeof(header), e, PYTRACE_EVENT_HEADER_SIZE);
 	/* Written as bytes: the copy is shorter than the struct with its room for arguments. */
 	copy = q->data + sizeof(header);
 	memcpy(copy + offsetof(struct pytrace_event, nframes), &n, sizeof(n));
 	memcpy(copy + offsetof(struct pytrace_event, args_size), &none, sizeof(none));
-	keep_kernel_args(
-		s, event_python(s, e->pid), e,
-		(struct pytrace_raw_frame *)(copy + offsetof(struct pytrace_event, frames)), n);
+	/* In order, innermost first: past a cut the kernel's slots wrapped around. */
+	frames = (struct pytrace_raw_frame *)(copy + offsetof(struct pytrace_event, frames));
+	for (j = 0; j < n; j++)
+		memcpy(&frames[j], &e->frames[(e->cut + j) % PYTRACE_BPF_MAX_FRAMES],
+		       sizeof(frames[j]));
+	keep_kernel_args(s, event_python(s, e->pid), e, frames, n);
 	take_record(q, ctx);
 }
 
@@ -194,8 +202,8 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 	}
 	/* Not Python as far as we know yet: the sample is lost (perf's was dropped). */
 	ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
-	if (ps && e->truncated)
-		s->stats.kernel_cut_stacks++; /* deeper than the kernel walks: the root is missing */
+	if (ps && (e->truncated || e->cut))
+		count_cut(s, e->cut, e->truncated);
 	t = ps ? task_get(s, e->pid, e->tid, true) : NULL;
 	if (!t) {
 		py_stack_free(ps);

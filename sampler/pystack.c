@@ -90,6 +90,13 @@ void store_args(struct sampler *s, struct cpython_process *proc, struct cpython_
 	}
 }
 
+void count_cut(struct sampler *s, uint32_t frames, bool rootless)
+{
+	s->stats.cut_stacks++;
+	s->stats.cut_frames += frames;
+	s->stats.rootless_stacks += rootless;
+}
+
 /* Frames carry their arguments as store ids: a copy shares them. */
 struct py_stack *py_stack_copy(const struct py_stack *src)
 {

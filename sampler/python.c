@@ -153,14 +153,17 @@ struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool
 {
 	struct cpython_process *proc = hashmap__get(s->pythons, pid);
 	struct cpython_args_out args = { s->args_scratch, ARGS_SCRATCH, 0 };
+	struct cpython_cut cut;
 	struct py_stack *ps;
 	int n;
 
 	if (!proc)
 		return NULL;
 	n = cpython_walk_args(proc, NULL, tid, sampler_now_ns(), s->py_scratch, CPYTHON_MAX_FRAMES,
-			      s->opts.read_args ? &args : NULL);
+			      s->opts.read_args ? &args : NULL, &cut);
 	s->stats.python_walks++;
+	if (n > 0 && cut.frames)
+		count_cut(s, cut.frames, cut.rootless);
 	sync_threads(s, pid, proc);
 	if (n <= 0) {
 		if (n < 0)
@@ -403,6 +406,22 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 	}
 }
 
+/*
+ * Whether the sample at @at_ns is late and the thread's stack was read after it already:
+ * then it is not read again (that would be later still) but given what the reads
+ * before and after it share (guess_at()). A drainer behind its samples (walks of very
+ * deep stacks take longer than a period; a busy machine) so catches up instead of
+ * falling further behind with every walk.
+ */
+static bool read_since(struct sampler *s, const struct task_state *t, uint64_t at_ns)
+{
+	if (!t || !t->last_py || t->last_py->kernel || t->last_py->read_ns <= at_ns ||
+	    sampler_now_ns() - at_ns <= 2 * period_ns(s))
+		return false;
+	s->stats.bracketed_samples++;
+	return true;
+}
+
 /* A sample of a CPython process: its Python frames, read now unless the kernel did. */
 static void track_sample(struct sampler *s, struct qrec *q)
 {
@@ -429,7 +448,8 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	 * runtime was found, or while its ring overflows).
 	 */
 	if (!q->py &&
-	    !(t && t->kernel_sample_ns && q->time <= t->kernel_sample_ns + KERNEL_READS_NS))
+	    !(t && t->kernel_sample_ns && q->time <= t->kernel_sample_ns + KERNEL_READS_NS) &&
+	    !read_since(s, t, q->time))
 		q->py = walk_python(s, ids[0], ids[1], false, q->time);
 	if (!t)
 		return;
@@ -447,15 +467,15 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		s->stats.late_walks++;
 	} else if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s)) {
 		/*
-		 * Read well after the sample (a busy machine): the thread may have
-		 * moved on. What it had both before the sample and when read held
-		 * at the sample; keep that. With nothing before (a new thread), nothing
-		 * is known to have held: no Python frames rather than later ones.
+		 * Read well after the sample (a busy machine, a deep stack): the thread may
+		 * have moved on. Kept whole as the thread's latest stack, for what it was
+		 * when read; the sample gets (from guess_at() below) what it shares with the
+		 * stack read before the sample. With nothing read before (a new thread),
+		 * nothing is known to have held: no Python frames rather than later ones.
 		 */
-		if (t->last_py && t->last_py->at_ns <= q->time && t->last_py->proc == q->py->proc)
-			keep_common_root(q->py, t->last_py);
-		else
-			q->py->n = 0;
+		remember_py(t, q->py);
+		py_stack_free(q->py);
+		q->py = NULL;
 		s->stats.late_walks++;
 	}
 	t->sampled = true;

@@ -150,6 +150,7 @@ struct sampler_stats {
 	uint64_t python_walks;		/* Python stacks read */
 	uint64_t stale_captures;	/* waits read from outside too late, discarded */
 	uint64_t late_walks;		/* samples whose stack was read late, cut to what held */
+	uint64_t bracketed_samples;	/* ... not read: given what reads before and after share */
 	uint64_t kernel_switch_stacks;	/* Python stacks read by the kernel at switch-outs */
 	uint64_t kernel_switch_misses;	/* Python threads' switch-outs it did not read */
 	uint64_t kernel_switches_early; /* ... it read, perf's record of them milliseconds later */
@@ -158,16 +159,18 @@ struct sampler_stats {
 	uint64_t kernel_samples_lost;	/* ... of processes not yet known to run CPython */
 	uint64_t kernel_events_lost;	/* the kernel-side reader's ring was full */
 	uint64_t kernel_read_errors;	/* its walks cut short by unreadable memory */
-	uint64_t kernel_cut_stacks;    /* its stacks cut at its frame limit (root frames missing) */
-	uint64_t kernel_empty_walks;   /* ... that found no Python frame (start-up, shutdown) */
-	uint64_t kernel_threads_found; /* thread states it found in an interpreter itself */
+	uint64_t kernel_empty_walks;	/* ... that found no Python frame (start-up, shutdown) */
+	uint64_t kernel_threads_found;	/* thread states it found in an interpreter itself */
 	uint64_t kernel_forks_followed; /* processes it followed into at fork */
 	uint64_t python_walk_errors;	/* reads that failed (a thread state or frame moved) */
-	uint64_t exits_assumed;		/* processes that died without an exit record (lost) */
-	uint64_t args_not_kept;		/* frames whose arguments found no room (memory) */
-	uint32_t processes;		/* alive now */
-	uint32_t threads;		/* alive now */
-	uint32_t processes_seen;	/* since the start */
+	uint64_t cut_stacks;	  /* Python stacks deeper than kept: their innermost frames cut */
+	uint64_t cut_frames;	  /* ... the frames cut in all */
+	uint64_t rootless_stacks; /* ... deeper than a walk reads: their root-most missing too */
+	uint64_t exits_assumed;	  /* processes that died without an exit record (lost) */
+	uint64_t args_not_kept;	  /* frames whose arguments found no room (memory) */
+	uint32_t processes;	  /* alive now */
+	uint32_t threads;	  /* alive now */
+	uint32_t processes_seen;  /* since the start */
 	uint32_t threads_seen;
 	uint32_t events_open; /* perf event file descriptors */
 };

@@ -29,6 +29,8 @@ struct task_state *task_get(struct sampler *s, uint32_t pid, uint32_t tid, bool 
 
 void task_free(struct task_state *t)
 {
+	int i;
+
 	if (!t)
 		return;
 	qrec_free(t->switch_sample);
@@ -36,7 +38,8 @@ void task_free(struct task_state *t)
 	free(t->outside_stack);
 	py_stack_free(t->outside_py);
 	py_stack_free(t->last_py);
-	py_stack_free(t->prev_py);
+	for (i = 0; i < OLDER_READS; i++)
+		py_stack_free(t->older_py[i]);
 	py_stack_free(t->out_py);
 	py_fifo_clear(&t->kernel_outs);
 	py_fifo_clear(&t->kernel_samples);

@@ -80,8 +80,9 @@ void keep_common_root(struct py_stack *guess, const struct py_stack *after)
  */
 void remember_py(struct task_state *t, const struct py_stack *ps)
 {
-	py_stack_free(t->prev_py);
-	t->prev_py = t->last_py;
+	py_stack_free(t->older_py[OLDER_READS - 1]);
+	memmove(t->older_py + 1, t->older_py, (OLDER_READS - 1) * sizeof(t->older_py[0]));
+	t->older_py[0] = t->last_py;
 	t->last_py = py_stack_copy(ps);
 	note_after_resume(t, ps);
 }
@@ -113,23 +114,44 @@ bool guess_fits(struct sampler *s, const struct task_state *t, const struct py_s
 }
 
 /*
+ * How far apart two reads of a thread's stack may lie for what both share to stand for
+ * every moment between them: the wider, the likelier a call shown whole returned and
+ * was made again (with the same arguments) in between. Reads this far apart come from
+ * a drainer that fell behind (a busy machine, walks of very deep stacks).
+ */
+static uint64_t bracket_window(const struct sampler *s)
+{
+	return 8 * period_ns(s) > 10000000 ? 8 * period_ns(s) : 10000000;
+}
+
+/*
  * The thread's Python stack as of @at_ns (a switch-out, a sample whose stack was not
- * read), when none was read for that moment: its latest known one if read by then. The drainer reads a sample's stack when it gets to it, often
- * after the switch-outs that follow the sample, when the thread may have run on, past the
- * wait: read then, it is an "after", known to hold over the wait only where it agrees with
- * a stack read before (the one it replaced). Without one, nothing is known.
+ * read), when none was read for that moment: its latest known one if read by then. The
+ * drainer reads a sample's stack when it gets to it, often after the switch-outs that
+ * follow the sample, when the thread may have run on, past the wait: read then, it is an
+ * "after", known to hold at @at_ns only where it agrees with a stack read before (the
+ * one it replaced). Without one, nothing is known.
  */
 struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns)
 {
+	const struct py_stack *before = t->last_py, *after = NULL;
 	struct py_stack *ps;
+	int k = 0;
 
-	if (!guess_fits(s, t, t->last_py, at_ns) || !(ps = py_stack_copy(t->last_py)))
+	/* The reads newest first: the latest by @at_ns, and the first after it. */
+	while (before && before->read_ns > at_ns) {
+		after = before;
+		before = k < OLDER_READS ? t->older_py[k++] : NULL;
+	}
+	if (after) {
+		/* Read after: bracketed by a read before, or unknown. */
+		if (!before || before->proc != after->proc ||
+		    after->read_ns - before->read_ns > bracket_window(s) ||
+		    after->proc != hashmap__get(s->pythons, t->pid) || !(ps = py_stack_copy(after)))
+			return NULL;
+		keep_common_root(ps, before);
+	} else if (!guess_fits(s, t, before, at_ns) || !(ps = py_stack_copy(before))) {
 		return NULL;
-	if (ps->read_ns > at_ns) {
-		if (guess_fits(s, t, t->prev_py, at_ns) && t->prev_py->read_ns <= at_ns)
-			keep_common_root(ps, t->prev_py);
-		else
-			ps->n = 0;
 	}
 	if (!ps->n) {
 		py_stack_free(ps);

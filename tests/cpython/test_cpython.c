@@ -399,7 +399,7 @@ static void test_cpython__synthetic_314(void **state)
 		const uint8_t *text;
 		uint32_t at = 0, k = 0;
 
-		assert_int_equal(cpython_walk_args(p, &mem, TID, 1, frames, 16, &out), 3);
+		assert_int_equal(cpython_walk_args(p, &mem, TID, 1, frames, 16, &out, NULL), 3);
 		assert_int_equal(frames[1].args_len, 0);
 		assert_int_equal(frames[2].args_len, 0);
 		while (k < 3 && cpython_next_arg(buf + frames[0].args_at, frames[0].args_len, &at,
@@ -500,6 +500,38 @@ static void test_cpython__dead_frame_39(void **state)
 	build_39(&image, l, 5);
 	put_u64(&image, FRAMES + 0x200 + l->frame_previous, 0x7f0000000000ULL);
 	assert_int_equal(cpython_walk(p, &mem, PID39, 3, frames, 16), -EFAULT);
+	cpython_process__put(p);
+}
+
+/*
+ * A stack deeper than the frames asked for keeps its root-most ones (a trace's slices
+ * grow from the root): of 30 frames and room for 16, frames 14 to 29, and says so.
+ */
+static void test_cpython__deep_chain_keeps_root(void **state)
+{
+	static struct image image;
+	const struct cpython_layout *l = cpython_builtin_layout(9);
+	struct cpython_mem mem = { image_read, &image };
+	struct cpython_frame frames[16];
+	struct cpython_cut cut = { 99, true };
+	struct cpython_process *p;
+	int i;
+
+	(void)state;
+	build_39(&image, l, 30);
+	p = cpython_process__new_mem(PID39, RUNTIME, 9, &mem);
+	assert_non_null(p);
+	assert_int_equal(cpython_walk_args(p, &mem, PID39, 1, frames, 16, NULL, &cut), 16);
+	assert_int_equal(cut.frames, 14);
+	assert_false(cut.rootless);
+	for (i = 0; i < 16; i++)
+		assert_int_equal(frames[i].code, CODES + (uint64_t)((14 + i) % 3) * 0x400);
+	assert_true(frames[15].entry);
+	/* Room for all: nothing cut. */
+	build_39(&image, l, 16);
+	assert_int_equal(cpython_walk_args(p, &mem, PID39, 2, frames, 16, NULL, &cut), 16);
+	assert_int_equal(cut.frames, 0);
+	assert_int_equal(frames[0].code, CODES);
 	cpython_process__put(p);
 }
 
@@ -700,7 +732,7 @@ static void test_cpython__memory_garbage(void **state)
 			p->types.addr[i] = rnd(2) ? IMAGE_BASE + 8 * rnd(IMAGE_SIZE / 8) : 0;
 		for (i = 0; i < 20; i++) {
 			int n = cpython_walk_args(p, &mem, rnd(5000), (uint64_t)i * 10000000,
-						  frames, 64, i % 2 ? &args : NULL);
+						  frames, 64, i % 2 ? &args : NULL, NULL);
 
 			assert_true(n <= 64);
 			if (n > 0)
@@ -725,6 +757,7 @@ int main(void)
 		cmocka_unit_test(test_cpython__dead_frame_39),
 		cmocka_unit_test(test_cpython__dead_frame_310),
 		cmocka_unit_test(test_cpython__long_cycle_ends),
+		cmocka_unit_test(test_cpython__deep_chain_keeps_root),
 		cmocka_unit_test(test_cpython__line_tables_garbage),
 		cmocka_unit_test(test_cpython__memory_garbage),
 	};

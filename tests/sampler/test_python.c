@@ -110,11 +110,28 @@ static void test_python__guess_read_after_the_switch(void **state)
 	assert_int_equal(g->n, 3);
 	assert_int_equal(g->frames[0].code, 0x7222);
 	py_stack_free(g);
-	/* The one before read after the switch-out too: nothing known. */
+	/*
+	 * The one before read after the switch-out too (a drainer a period behind): the
+	 * first read after it and the latest before it (at 2.6 and 1.1 ms) bracket it.
+	 */
 	ps = test_py_stack(proc, 3, 0x7222, 2500000, 2900000);
 	remember_py(t, ps);
 	py_stack_free(ps);
-	assert_null(guess_at(s, t, 2550000));
+	g = guess_at(s, t, 2550000);
+	assert_non_null(g);
+	assert_int_equal(g->n, 2);
+	assert_int_equal(g->frames[0].code, 0x1001);
+	assert_int_equal(g->read_ns, 2600000);
+	py_stack_free(g);
+	/* Only the one-sided guess's window after the latest read: nothing known past it. */
+	assert_null(guess_at(s, t, 2500000 + 4000001));
+	/* Reads more than 10 ms apart bracket nothing (a call could have been made again). */
+	ps = test_py_stack(proc, 3, 0x7222, 20000000, 20500000);
+	remember_py(t, ps);
+	py_stack_free(ps);
+	assert_null(guess_at(s, t, 15000000));
+	/* Before every read kept (the one at 1.1 ms is the oldest): nothing known. */
+	assert_null(guess_at(s, t, 1050000));
 	sampler__free(s);
 }
 

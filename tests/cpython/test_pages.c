@@ -1,0 +1,153 @@
+/*
+ * Tests of the page-at-a-time reader walks use (cpython/pages.c): it must give exactly
+ * what a direct read gives, fail exactly where a direct read fails, and read each page
+ * once while it is kept.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../cpython/pages.h"
+
+#define BASE 0x7f0000000000ULL
+#define SIZE (64 * CPYTHON_PAGE_SIZE)
+
+/* A fake address space: SIZE bytes at BASE, readable but for [hole_at, hole_end). */
+struct space {
+	uint8_t bytes[SIZE];
+	uint64_t hole_at, hole_end;
+	uint32_t reads;
+};
+
+static int space_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct space *sp = ctx;
+
+	sp->reads++;
+	if (addr < BASE || addr + len > BASE + SIZE || addr + len < addr)
+		return -EFAULT;
+	if (addr < sp->hole_end && addr + len > sp->hole_at)
+		return -EFAULT;
+	memcpy(buf, sp->bytes + (addr - BASE), len);
+	return 0;
+}
+
+static struct space *new_space(void)
+{
+	struct space *sp = calloc(1, sizeof(*sp));
+	size_t i;
+
+	assert_non_null(sp);
+	for (i = 0; i < SIZE; i++)
+		sp->bytes[i] = (uint8_t)(i * 7 + (i >> 12));
+	return sp;
+}
+
+/* Reads that lie in pages read already cost no call. */
+static void test_pages__one_call_a_page(void **state)
+{
+	struct space *sp = new_space();
+	struct cpython_mem mem = { space_read, sp };
+	struct cpython_pages *c = malloc(sizeof(*c));
+	uint8_t buf[256];
+	uint32_t i;
+
+	(void)state;
+	assert_non_null(c);
+	cpython_pages_init(c, &mem);
+	/* 40 frames of 100 bytes walked down one page, as a chain of frames is. */
+	for (i = 0; i < 40; i++) {
+		uint64_t at = BASE + 5 * CPYTHON_PAGE_SIZE + 4000 - 100 * i;
+
+		assert_int_equal(cpython_pages_read(c, at, buf, 96), 0);
+		assert_memory_equal(buf, sp->bytes + (at - BASE), 96);
+	}
+	assert_int_equal(sp->reads, 1);
+	assert_int_equal(c->calls, 1);
+	/* Across a page's end: the next page too, once. */
+	assert_int_equal(cpython_pages_read(c, BASE + 6 * CPYTHON_PAGE_SIZE - 10, buf, 40), 0);
+	assert_memory_equal(buf, sp->bytes + 6 * CPYTHON_PAGE_SIZE - 10, 40);
+	assert_int_equal(sp->reads, 2);
+	free(c);
+	free(sp);
+}
+
+/*
+ * What a direct read can read, the cache reads too, though its page is partly
+ * unreadable; what a direct read can't, it can't.
+ */
+static void test_pages__partial_pages_fall_back(void **state)
+{
+	struct space *sp = new_space();
+	struct cpython_mem mem = { space_read, sp };
+	struct cpython_pages *c = malloc(sizeof(*c));
+	uint8_t buf[64];
+
+	(void)state;
+	assert_non_null(c);
+	sp->hole_at = BASE + 3 * CPYTHON_PAGE_SIZE + 1000;
+	sp->hole_end = BASE + 3 * CPYTHON_PAGE_SIZE + 2000;
+	cpython_pages_init(c, &mem);
+	assert_int_equal(cpython_pages_read(c, BASE + 3 * CPYTHON_PAGE_SIZE + 100, buf, 64), 0);
+	assert_memory_equal(buf, sp->bytes + 3 * CPYTHON_PAGE_SIZE + 100, 64);
+	assert_int_not_equal(cpython_pages_read(c, BASE + 3 * CPYTHON_PAGE_SIZE + 990, buf, 64), 0);
+	/* The end of the space, and past it. */
+	assert_int_equal(cpython_pages_read(c, BASE + SIZE - 64, buf, 64), 0);
+	assert_memory_equal(buf, sp->bytes + SIZE - 64, 64);
+	assert_int_not_equal(cpython_pages_read(c, BASE + SIZE - 32, buf, 64), 0);
+	assert_int_not_equal(cpython_pages_read(c, 0, buf, 8), 0);
+	assert_int_not_equal(cpython_pages_read(c, UINT64_MAX - 4, buf, 8), 0);
+	free(c);
+	free(sp);
+}
+
+/* Random reads over more pages than are kept, with a hole: the same as direct reads. */
+static void test_pages__same_as_direct(void **state)
+{
+	struct space *sp = new_space();
+	struct cpython_mem mem = { space_read, sp };
+	struct cpython_pages *c = malloc(sizeof(*c));
+	uint8_t got[3 * CPYTHON_PAGE_SIZE], want[3 * CPYTHON_PAGE_SIZE];
+	uint32_t i, seed = 12345;
+
+	(void)state;
+	assert_non_null(c);
+	sp->hole_at = BASE + 20 * CPYTHON_PAGE_SIZE + 123;
+	sp->hole_end = BASE + 21 * CPYTHON_PAGE_SIZE + 7;
+	cpython_pages_init(c, &mem);
+	for (i = 0; i < 20000; i++) {
+		uint64_t at;
+		size_t len;
+		int a, b;
+
+		seed = seed * 1103515245 + 12345;
+		at = BASE - 512 + (seed >> 4) % (SIZE + 1024);
+		seed = seed * 1103515245 + 12345;
+		len = 1 + (seed >> 8) % (i % 50 ? 300 : sizeof(got));
+		memset(got, 0, len);
+		a = cpython_pages_read(c, at, got, len);
+		b = space_read(sp, at, want, len);
+		assert_int_equal(a != 0, b != 0);
+		if (!a)
+			assert_memory_equal(got, want, len);
+	}
+	free(c);
+	free(sp);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pages__one_call_a_page),
+		cmocka_unit_test(test_pages__partial_pages_fall_back),
+		cmocka_unit_test(test_pages__same_as_direct),
+	};
+
+	return cmocka_run_group_tests_name("pages", tests, NULL, NULL);
+}

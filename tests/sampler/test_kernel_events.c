@@ -1,0 +1,145 @@
+/*
+ * Tests of taking the eBPF reader's events into the sampler (sampler/kernel.c): a stack
+ * deeper than an event holds comes with its frames in the slots the kernel's walk
+ * wrapped around to, and arguments of frames cut; what is queued must be the kept
+ * frames in order, innermost first, each with its own arguments.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "records.h"
+
+#define PID 4194500
+#define CODE(a) (0x100000ULL + (a)) /* the code of the walk's frame @a (0: innermost) */
+
+/* Appends an argument record of walk frame @frame, whose object is at @object. */
+static uint32_t put_arg(struct pytrace_event *e, uint32_t at, uint32_t frame, uint64_t object)
+{
+	struct pytrace_raw_arg a = { 0 };
+	uint8_t *args = (uint8_t *)e->frames + e->nframes * sizeof(e->frames[0]);
+
+	a.frame = frame;
+	a.index = 0;
+	a.object = object;
+	a.words[0] = 0xabc000; /* some type: not read here */
+	memcpy(args + at, &a, sizeof(a));
+	e->args_size = at + (uint32_t)sizeof(a);
+	return e->args_size;
+}
+
+static const struct pytrace_raw_frame *queued_frames(struct sampler *s, uint32_t *n)
+{
+	const struct pytrace_event *q;
+
+	assert_int_equal(s->batch_count, 1);
+	q = (const void *)(s->batch[0]->data + sizeof(struct perf_event_header));
+	*n = q->nframes;
+	return (const void *)(s->batch[0]->data + sizeof(struct perf_event_header) +
+			      offsetof(struct pytrace_event, frames));
+}
+
+/* The object of the one argument kept for a frame under @id, or 0 when none is. */
+static uint64_t arg_object(struct sampler *s, uint32_t id)
+{
+	struct pytrace_raw_arg a;
+	const uint8_t *bytes;
+	uint32_t len;
+
+	if (!id)
+		return 0;
+	bytes = arg_store__get(s->args, id, &len);
+	assert_non_null(bytes);
+	assert_int_equal(len, sizeof(a));
+	memcpy(&a, bytes, sizeof(a));
+	return a.object;
+}
+
+static void test_kernel_events__cut_stack_in_order(void **state)
+{
+	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
+				     .frequency_hz = 1000,
+				     .stack_bytes = 8192 };
+	struct sampler *s = sampler__new(&opts);
+	struct pytrace_event *e = calloc(1, sizeof(*e));
+	const struct pytrace_raw_frame *f;
+	uint32_t a, n, at = 0, cut = 10, j;
+
+	(void)state;
+	assert_non_null(s);
+	assert_non_null(e);
+	assert_non_null(test_python_process(s, PID));
+	/* A walk of 1,034 frames: frame a in slot a % 1024, the first 10 overwritten. */
+	e->time_ns = 1000000;
+	e->pid = e->tid = PID;
+	e->kind = PYTRACE_EV_SAMPLE;
+	e->nframes = PYTRACE_BPF_MAX_FRAMES;
+	e->cut = cut;
+	for (a = 0; a < cut + PYTRACE_BPF_MAX_FRAMES; a++)
+		e->frames[a % PYTRACE_BPF_MAX_FRAMES].code = CODE(a);
+	/* Arguments of a frame cut, then of the innermost two kept and the root. */
+	at = put_arg(e, at, 5, 0x5005);
+	at = put_arg(e, at, 10, 0x5010);
+	at = put_arg(e, at, 11, 0x5011);
+	put_arg(e, at, cut + PYTRACE_BPF_MAX_FRAMES - 1, 0x5999);
+	take_kernel_event(s, e);
+	f = queued_frames(s, &n);
+	assert_int_equal(n, PYTRACE_BPF_MAX_FRAMES);
+	for (j = 0; j < n; j++)
+		assert_int_equal(f[j].code, CODE(cut + j));
+	assert_int_equal(arg_object(s, f[0].args_id), 0x5010);
+	assert_int_equal(arg_object(s, f[1].args_id), 0x5011);
+	assert_int_equal(arg_object(s, f[2].args_id), 0);
+	assert_int_equal(arg_object(s, f[n - 1].args_id), 0x5999);
+	free(e);
+	sampler__free(s);
+}
+
+/* An argument record for a frame past those sent breaks the bounds: none is kept. */
+static void test_kernel_events__args_out_of_bounds(void **state)
+{
+	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
+				     .frequency_hz = 1000,
+				     .stack_bytes = 8192 };
+	struct sampler *s = sampler__new(&opts);
+	struct pytrace_event *e = calloc(1, sizeof(*e));
+	const struct pytrace_raw_frame *f;
+	uint32_t a, n, at = 0;
+
+	(void)state;
+	assert_non_null(s);
+	assert_non_null(e);
+	assert_non_null(test_python_process(s, PID));
+	e->time_ns = 1000000;
+	e->pid = e->tid = PID;
+	e->kind = PYTRACE_EV_SAMPLE;
+	e->nframes = 3;
+	for (a = 0; a < 3; a++)
+		e->frames[a].code = CODE(a);
+	at = put_arg(e, at, 0, 0x5000);
+	put_arg(e, at, 3, 0x5003);
+	take_kernel_event(s, e);
+	f = queued_frames(s, &n);
+	assert_int_equal(n, 3);
+	for (a = 0; a < 3; a++) {
+		assert_int_equal(f[a].code, CODE(a));
+		assert_int_equal(f[a].args_id, 0);
+	}
+	free(e);
+	sampler__free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kernel_events__cut_stack_in_order),
+		cmocka_unit_test(test_kernel_events__args_out_of_bounds),
+	};
+
+	return cmocka_run_group_tests_name("kernel_events", tests, NULL, NULL);
+}
