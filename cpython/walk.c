@@ -211,9 +211,12 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 		uint64_t code, previous, names[2];
 		uint8_t owner = 0;
 
-		/* Brent's cycle check: any cycle, however long, comes back to the mark. */
+		/*
+		 * Brent's cycle check: any cycle, however long, comes back to the mark. A
+		 * chain has none: one read with a cycle was read while it changed.
+		 */
 		if (frame == mark)
-			break;
+			return -EAGAIN;
 		if (++since_mark == power) {
 			mark = frame;
 			power *= 2;
@@ -270,7 +273,7 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 	}
 	if (n)
 		frames[n - 1].entry = true;
-	/* A chain that goes on (a cycle, or past the limit) is deeper than could be read. */
+	/* A chain that goes on past the limit is deeper than could be read. */
 	*depth = frame ? CPYTHON_WALK_FRAMES + 1 : seen;
 	return (int)n;
 }

@@ -337,7 +337,8 @@ void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, u
 void track_python(struct sampler *s, struct qrec *q);
 
 /* ---- waitstack.c: the stack a wait gets ---- */
-void keep_common_root(struct py_stack *guess, const struct py_stack *after);
+void keep_common_root(const struct sampler *s, struct py_stack *guess,
+		      const struct py_stack *after);
 void remember_py(struct task_state *t, const struct py_stack *ps);
 struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns);
 uint64_t period_ns(const struct sampler *s);

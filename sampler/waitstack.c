@@ -47,11 +47,46 @@ static const struct py_stack *after_of(struct task_state *t, uint64_t end)
 	return t->afters && t->afters->from <= end ? t->afters->ps : NULL;
 }
 
+/* Whether the argument list kept under @id holds a pool worker loop's task locals. */
+static bool task_read(const struct sampler *s, uint32_t id)
+{
+	uint32_t len, at = 0;
+	const uint8_t *bytes = id ? arg_store__get(s->args, id, &len) : NULL, *text;
+	struct cpython_raw_arg a;
+
+	while (bytes && cpython_next_arg(bytes, len, &at, &a, &text)) {
+		if (a.index >= CPYTHON_ARG_TASK)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The same arguments, or a pool worker loop read before the loop was known (no task
+ * locals read with it) beside one read after: which task the first ran is not known,
+ * which must not end the loop's slice (the trace takes it as the same, see
+ * symbolize/python.c), nor cut the loop from a stack both share.
+ */
+static bool same_args(const struct sampler *s, const struct py_stack *ps,
+		      const struct cpython_frame *a, const struct cpython_frame *b)
+{
+	uint32_t k;
+
+	if (a->args == b->args)
+		return true;
+	for (k = 0; ps->proc && k < ps->proc->ntask_codes; k++) {
+		if (ps->proc->task_codes[k].code == a->code)
+			return !task_read(s, a->args) || !task_read(s, b->args);
+	}
+	return false;
+}
+
 /* The same call: the same code, call site and arguments (one task, not the next). */
-static bool same_frame(const struct cpython_frame *a, const struct cpython_frame *b, bool leaf)
+static bool same_frame(const struct sampler *s, const struct py_stack *ps,
+		       const struct cpython_frame *a, const struct cpython_frame *b, bool leaf)
 {
 	return a->code == b->code && a->fingerprint == b->fingerprint &&
-	       (leaf || a->lasti == b->lasti) && a->args == b->args;
+	       (leaf || a->lasti == b->lasti) && same_args(s, ps, a, b);
 }
 
 /*
@@ -59,13 +94,13 @@ static bool same_frame(const struct cpython_frame *a, const struct cpython_frame
  * last one read before it and the first one read after it. What both share (from the
  * root: the same calls) held all along; keep only that.
  */
-void keep_common_root(struct py_stack *guess, const struct py_stack *after)
+void keep_common_root(const struct sampler *s, struct py_stack *guess, const struct py_stack *after)
 {
 	uint32_t n = 0;
 
 	while (n < guess->n && n < after->n &&
-	       same_frame(&guess->frames[guess->n - 1 - n], &after->frames[after->n - 1 - n],
-			  n + 1 == guess->n || n + 1 == after->n))
+	       same_frame(s, guess, &guess->frames[guess->n - 1 - n],
+			  &after->frames[after->n - 1 - n], n + 1 == guess->n || n + 1 == after->n))
 		n++;
 	if (n == guess->n)
 		return;
@@ -149,7 +184,7 @@ struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_
 		    after->read_ns - before->read_ns > bracket_window(s) ||
 		    after->proc != hashmap__get(s->pythons, t->pid) || !(ps = py_stack_copy(after)))
 			return NULL;
-		keep_common_root(ps, before);
+		keep_common_root(s, ps, before);
 	} else if (!guess_fits(s, t, before, at_ns) || !(ps = py_stack_copy(before))) {
 		return NULL;
 	}
@@ -195,7 +230,7 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 		s->held_py = t->out_py;
 		if (s->held_py && after) {
 			/* Known before and after: what both share held throughout, sound. */
-			keep_common_root(s->held_py, after);
+			keep_common_root(s, s->held_py, after);
 		} else if (s->held_py && end - s->held_py->at_ns > guess_window(s)) {
 			/* Only the before is known: a guess, for a wait that ends soon enough. */
 			s->held_py->n = 0;

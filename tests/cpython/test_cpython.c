@@ -416,11 +416,11 @@ static void test_cpython__synthetic_314(void **state)
 	assert_true(frames[0].entry);
 	assert_true(frames[1].entry);
 	assert_true(frames[2].entry);
-	/* An unknown thread has no frames; a cyclic chain ends. */
+	/* An unknown thread has no frames; a cyclic chain ends, and is no stack. */
 	assert_int_equal(cpython_walk(p, &mem, 9999, 2, frames, 16), 0);
 	put_u64(im, FRAMES + 0x400 + l14.frame_previous, FRAMES);
 	n = cpython_walk(p, &mem, TID, 3, frames, 16);
-	assert_true(n >= 0 && n <= 16);
+	assert_int_equal(n, -EAGAIN);
 	cpython_process__put(p);
 }
 
@@ -564,7 +564,10 @@ static void test_cpython__dead_frame_310(void **state)
 	}
 }
 
-/* A cycle longer than any fixed window of remembered frames still ends the walk. */
+/*
+ * A cycle longer than any fixed window of remembered frames still ends the walk, and is
+ * not taken for a stack (a dump once showed 51 frames of a 23-frame recursion).
+ */
 static void test_cpython__long_cycle_ends(void **state)
 {
 	static struct image image;
@@ -580,8 +583,7 @@ static void test_cpython__long_cycle_ends(void **state)
 	p = cpython_process__new_mem(PID39, RUNTIME, 9, &mem);
 	assert_non_null(p);
 	n = cpython_walk(p, &mem, PID39, 1, frames, CPYTHON_MAX_FRAMES);
-	/* Each frame at most about twice (Brent's check finds the cycle within a lap). */
-	assert_true(n >= 20 && n <= 3 * 20);
+	assert_int_equal(n, -EAGAIN);
 	cpython_process__put(p);
 }
 

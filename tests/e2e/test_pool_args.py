@@ -120,6 +120,10 @@ class PoolArgs(unittest.TestCase):
                 loops = [a for a in ancestors(mine[0]) if a.name == loop]
                 self.assertEqual(len(loops), 1, where)
                 tasks.append(loops[0].args.get(number))
+                self.assertIsNotNone(tasks[-1], "no %s on the loop %r (args %r): %s" % (
+                    number, loops[0], loops[0].args,
+                    [(w, w.args.get(number)) for w in trace.slices
+                     if w.tid == tid and w.name == loop]))
         # No proc slice outside every job: none split off, none made up. perf: a piece
         # next to one of its jobs' edges, within the allowance and with its arguments,
         # is that job's (a stack read late).

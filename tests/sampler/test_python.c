@@ -135,11 +135,81 @@ static void test_python__guess_read_after_the_switch(void **state)
 	sampler__free(s);
 }
 
+/* An argument list of one record of parameter @index, whose object is at @object. */
+static uint32_t list_id(struct sampler *s, uint8_t index, uint64_t object)
+{
+	struct cpython_raw_arg a = { 0 };
+	bool added;
+
+	a.index = index;
+	a.object = object;
+	return arg_store__add(s->args, (const uint8_t *)&a, sizeof(a), &added);
+}
+
+/* A read of the thread at @read_ns for @at_ns, its loop frame's arguments @loop_args. */
+static void remember_read(struct task_state *t, struct cpython_process *proc, uint64_t at_ns,
+			  uint64_t read_ns, uint32_t loop_args)
+{
+	struct py_stack *ps = test_py_stack(proc, 3, 0x5111, at_ns, read_ns);
+
+	assert_non_null(ps);
+	ps->frames[1].args = loop_args;
+	remember_py(t, ps);
+	py_stack_free(ps);
+}
+
+/*
+ * A pool worker's loop read before the loop was known (no task locals) and read after
+ * with them is the same call where two reads bracket a moment; two tasks are not.
+ */
+static void test_python__bracket_across_a_loop_found(void **state)
+{
+	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
+				     .frequency_hz = 1000,
+				     .stack_bytes = 8192 };
+	struct sampler *s = sampler__new(&opts);
+	uint32_t unknown, task0, task1;
+	struct cpython_process *proc;
+	struct task_state *t;
+	struct py_stack *g;
+
+	(void)state;
+	assert_non_null(s);
+	proc = test_python_process(s, 4194400);
+	assert_non_null(proc);
+	proc->task_codes[0].code = 0x1001; /* frames[1] of test_py_stack's: the loop */
+	proc->task_codes[0].kind = CPYTHON_TASK_MP_POOL;
+	proc->ntask_codes = 1;
+	unknown = list_id(s, 0, 0xa000);
+	task0 = list_id(s, CPYTHON_ARG_TASK, 0xb000);
+	task1 = list_id(s, CPYTHON_ARG_TASK, 0xb100);
+	assert_true(unknown && task0 && task1);
+	t = task_get(s, 4194400, 4194401, true);
+	assert_non_null(t);
+	remember_read(t, proc, 1000000, 1100000, unknown);
+	remember_read(t, proc, 2000000, 2600000, task1);
+	g = guess_at(s, t, 2000000);
+	assert_non_null(g);
+	assert_int_equal(g->n, 3);
+	assert_int_equal(g->frames[1].args, task1);
+	py_stack_free(g);
+	/* Another task before: only the root held. */
+	remember_read(t, proc, 3000000, 3100000, task0);
+	remember_read(t, proc, 4000000, 4600000, task1);
+	g = guess_at(s, t, 4000000);
+	assert_non_null(g);
+	assert_int_equal(g->n, 1);
+	assert_int_equal(g->frames[0].code, 0x1002);
+	py_stack_free(g);
+	sampler__free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_python__fresh_stack_survives_failed_growth),
 		cmocka_unit_test(test_python__guess_read_after_the_switch),
+		cmocka_unit_test(test_python__bracket_across_a_loop_found),
 	};
 
 	return cmocka_run_group_tests_name("python", tests, NULL, NULL);
