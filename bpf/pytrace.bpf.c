@@ -108,6 +108,7 @@ static __always_inline void event_start(struct pytrace_event *e, __u32 tgid, __u
 	e->truncated = 0;
 	e->cut = 0;
 	e->args_size = 0;
+	e->names_size = 0;
 	e->user_ip = e->user_sp = 0;
 	e->syscall = -1;
 	e->syscall_arg = 0;
@@ -215,6 +216,8 @@ static __u64 find_tstate(const struct pytrace_py_cfg *cfg, __u32 tid)
  * the process).
  */
 #define SEEN_OBJECTS 8
+#define NAMED_CODES 256
+#define SENDING_NAMES 16
 
 /* Per CPU and per kind of walk: where a frame's, a code object's and arguments' bytes land. */
 struct walk_buf {
@@ -232,7 +235,16 @@ struct walk_buf {
 	 * to it made it check 4-8 times as many states (seconds of start-up).
 	 */
 	__u64 last_code;
+	/* Code objects whose names this CPU sent lately (read_code_name()), by address. */
+	__u64 named_code[NAMED_CODES], named_fingerprint[NAMED_CODES];
+	__u32 named_pid[NAMED_CODES];
+	/* ... and those of this walk, noted there once it is sent (else sent again). */
+	__u64 sending_code[SENDING_NAMES], sending_fingerprint[SENDING_NAMES];
+	__u32 nsending;
+	__u32 names_used; /* bytes of names filled (not in the walk's state: see last_code) */
 	__u8 args[PYTRACE_BPF_ARGS_BYTES];
+	/* Apart from the arguments: sent or not, they must not change which fit. */
+	__u8 names[PYTRACE_BPF_NAMES_BYTES];
 };
 
 struct {
@@ -400,6 +412,104 @@ done:
 	return 0;
 }
 
+/*
+ * Appends at @at of @b's names a record of index @index for the str at @obj with its
+ * contents' first bytes, or with @tail their last (a file's name ends with what tells
+ * it); returns where the next record goes (@at: none, it could not be read).
+ */
+static __always_inline __u32 put_text(struct walk_buf *b, const struct pytrace_py_cfg *cfg,
+				      __u32 at, __u32 frame, __u8 index, __u64 obj, bool tail)
+{
+	struct pytrace_raw_arg *a;
+	__u64 text, full;
+	__u32 len = 0;
+
+	asm volatile("" : "+r"(at)); /* masked, see read_frame */
+	at &= PYTRACE_BPF_NAMES_BYTES - 1;
+	if (at > PYTRACE_BPF_NAMES_BYTES - ARG_MAX_BYTES || !obj)
+		return at;
+	a = (struct pytrace_raw_arg *)(b->names + at);
+	a->pad = 0;
+	a->index = index;
+	a->flags = 0;
+	a->text_len = 0;
+	a->frame = frame;
+	a->object = obj;
+	if (bpf_probe_read_user(a->words, sizeof(a->words), (const void *)(obj + 8)))
+		return at;
+	text = text_of(cfg, a, &len);
+	if (tail && text && a->words[0] == cfg->str_type && cfg->str_length >= 8 &&
+	    cfg->str_length <= 32 && cfg->str_state >= 8 && cfg->str_state <= 36) {
+		/* len is the first PYTRACE_BPF_ARG_TEXT bytes' at most: move to the last. */
+		const __u8 *words = (const __u8 *)a->words;
+		__u32 state = *(const __u32 *)(words + cfg->str_state - 8);
+		__s64 size = *(const __s64 *)(words + cfg->str_length - 8);
+
+		full = (__u64)size * ((state >> 2) & 7);
+		if (size > 0 && full > len)
+			text += full - len;
+	}
+	if (len > PYTRACE_BPF_ARG_TEXT)
+		len = PYTRACE_BPF_ARG_TEXT;
+	asm volatile("" : "+r"(len)); /* masked, see read_frame */
+	len &= 2 * PYTRACE_BPF_ARG_TEXT - 1;
+	if (!text || !len ||
+	    bpf_probe_read_user(b->names + at + sizeof(*a), len, (const void *)text))
+		return at;
+	a->text_len = len;
+	return at + sizeof(*a) + ((len + 7) & ~7U);
+}
+
+/*
+ * The name and file of a code object, the first time this CPU sees it in its process
+ * lately: module and class bodies, comprehensions before 3.12 and code run by exec()
+ * are freed right after they ran, often before user space named them from outside,
+ * and their co_name and at times co_filename with them. Sent as records of index
+ * PYTRACE_ARG_NAME and PYTRACE_ARG_FILE in the walk's names (@b->names, apart from the
+ * arguments). A code seen again costs a look at this CPU's cache. A global
+ * function: the verifier checks it once, not once for every state of the walk it is
+ * called in (inline, it doubled the walk's verification).
+ */
+__noinline int read_code_name(struct walk_buf *b, const struct pytrace_py_cfg *cfg, __u32 frame,
+			      __u64 code)
+{
+	__u32 pid = bpf_get_current_pid_tgid() >> 32; /* the walk's: it runs in its context */
+	__u32 k = (__u32)(code >> 4) & (NAMED_CODES - 1), at, next;
+	__u64 name, filename, fingerprint;
+
+	if (!b || !cfg)
+		return 0;
+	at = b->names_used;
+	name = span_u64(b->code, cfg->code_name);
+	filename = span_u64(b->code, cfg->code_filename);
+	fingerprint = filename ^ (name << 1); /* tells one made at a freed one's address */
+	if (b->named_code[k] == code && b->named_fingerprint[k] == fingerprint &&
+	    b->named_pid[k] == pid)
+		return 0;
+	/* Once a walk (a recursion's frames share their code). */
+	for (int i = 0; i < SENDING_NAMES; i++) {
+		if (i >= b->nsending)
+			break;
+		if (b->sending_code[i] == code && b->sending_fingerprint[i] == fingerprint)
+			return 0;
+	}
+	next = put_text(b, cfg, at, frame, PYTRACE_ARG_NAME, name, false);
+	if (next == at)
+		return 0;
+	b->names_used = next;
+	at = put_text(b, cfg, next, frame, PYTRACE_ARG_FILE, filename, true);
+	if (at == next)
+		return 0; /* the name alone: sent again next time, with its file */
+	b->names_used = at;
+	k = b->nsending;
+	if (k < SENDING_NAMES) {
+		b->sending_code[k] = code;
+		b->sending_fingerprint[k] = fingerprint;
+		b->nsending = k + 1;
+	}
+	return 0;
+}
+
 /* The parameters of the frame just read (its code object's span in the walk's buffer). */
 static __always_inline void read_args(struct frame_walk *w, __u64 frame)
 {
@@ -559,7 +669,7 @@ static long read_frame(__u32 i, void *arg)
 	f->code = code;
 	f->instr = span_u64(b->frame, cfg->frame_instr);
 	f->owner = cfg->frame_owner ? (__u8)span_u64(b->frame, cfg->frame_owner) : 0;
-	f->fingerprint = 0;
+	f->filename = f->name = 0;
 	w->at = i;
 	w->e->nframes = i + 1; /* frames read so far; then those sent, see walk_and_send */
 	w->frame = span_u64(b->frame, cfg->frame_previous);
@@ -575,15 +685,34 @@ static long read_frame(__u32 i, void *arg)
 			return 1;
 		}
 		b->last_code = code;
-		f->fingerprint = span_u64(b->code, cfg->code_filename) ^
-				 (span_u64(b->code, cfg->code_name) << 1);
+		f->filename = span_u64(b->code, cfg->code_filename);
+		f->name = span_u64(b->code, cfg->code_name);
 		if (cfg->read_args && !w->args_cut) {
 			read_args(w, frame);
 			if (code == cfg->task_code[0] || code == cfg->task_code[1])
 				read_task(w, frame, code == cfg->task_code[1]);
 		}
+		if (cfg->read_args)
+			read_code_name(b, cfg, i, code);
 	}
 	return !w->frame || w->err;
+}
+
+/* The names this walk put in its event went out: not sent again for a while. */
+static __always_inline void names_sent(struct walk_buf *b, __u32 pid)
+{
+	for (int i = 0; i < SENDING_NAMES; i++) {
+		__u64 code;
+		__u32 k;
+
+		if (i >= b->nsending)
+			break;
+		code = b->sending_code[i];
+		k = (__u32)(code >> 4) & (NAMED_CODES - 1);
+		b->named_code[k] = code;
+		b->named_fingerprint[k] = b->sending_fingerprint[i];
+		b->named_pid[k] = pid;
+	}
 }
 
 /*
@@ -597,7 +726,8 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	struct pytrace_event *e;
 	struct frame_walk w = { 0 };
 	__u64 *known, tstate, size;
-	__u32 frames_size, args_size, slot = bpf_get_smp_processor_id() * 2 + (kind & 1);
+	__u32 frames_size, args_size, names_size;
+	__u32 slot = bpf_get_smp_processor_id() * 2 + (kind & 1);
 
 	cfg = bpf_map_lookup_elem(&py_cfg, &tgid);
 	if (!cfg)
@@ -612,6 +742,8 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 		return -1;
 	w.walk_id = ++w.buf->walks; /* per CPU and kind: no other walk runs on it meanwhile */
 	w.buf->last_code = 0;
+	w.buf->nsending = 0;
+	w.buf->names_used = 0;
 	event_start(e, tgid, tid, kind);
 	if (kind == PYTRACE_EV_SAMPLE && pass_samples) {
 		const void *regs = current_user_regs();
@@ -664,7 +796,19 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	    bpf_probe_read_kernel((__u8 *)e->frames + frames_size, args_size, w.buf->args))
 		args_size = 0;
 	e->args_size = args_size;
-	size = PYTRACE_EVENT_HEADER_SIZE + (__u64)frames_size + args_size;
+	/* The code names after them, the same way. */
+	names_size = w.buf->names_used;
+	if (names_size > PYTRACE_BPF_NAMES_BYTES)
+		names_size = PYTRACE_BPF_NAMES_BYTES;
+	asm volatile("" : "+r"(names_size));
+	asm volatile("" : "+r"(args_size));
+	if (args_size > PYTRACE_BPF_ARGS_BYTES)
+		args_size = 0;
+	if (names_size && bpf_probe_read_kernel((__u8 *)e->frames + frames_size + args_size,
+						names_size, w.buf->names))
+		names_size = 0;
+	e->names_size = names_size;
+	size = PYTRACE_EVENT_HEADER_SIZE + (__u64)frames_size + args_size + names_size;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
 	/* No wakeup from here (it starved targets in testing): user space drains on a timer. */
@@ -673,6 +817,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 		return -1;
 	}
 	count(PYTRACE_STAT_EVENTS);
+	names_sent(w.buf, tgid);
 	return 0;
 }
 

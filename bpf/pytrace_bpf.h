@@ -16,6 +16,7 @@
 #define PYTRACE_BPF_MAX_ARGS 8	     /* parameters read per frame */
 #define PYTRACE_BPF_ARG_TEXT 64	     /* bytes of a str's or a bytes' contents read */
 #define PYTRACE_BPF_ARGS_BYTES 16384 /* room for an event's arguments */
+#define PYTRACE_BPF_NAMES_BYTES 4096 /* ... and for its code objects' names */
 
 /*
  * How to walk one process's Python frames: offsets from cpython/, per process. A frame's
@@ -96,15 +97,23 @@ struct pytrace_kernel_offsets {
 	__u32 pad;
 };
 
-/* One frame as read in the kernel; user space turns it into names and lines. */
+/*
+ * One frame as read in the kernel; user space turns it into names and lines. The code
+ * object's co_filename and co_name: what tells a code object from another made at its
+ * address, and names it once it is gone (a module's body, freed right after it ran).
+ */
 struct pytrace_raw_frame {
 	__u64 code;
-	__u64 fingerprint; /* co_filename ^ (co_name << 1) */
-	__u64 instr;	   /* f_lasti, prev_instr or instr_ptr, as stored */
+	__u64 filename, name;
+	__u64 instr; /* f_lasti, prev_instr or instr_ptr, as stored */
 	__u8 owner;
 	__u8 pad[3];
 	__u32 args_id; /* not the kernel's: user space keeps its arguments' id here */
 };
+
+/* Argument records' indexes: parameters from 0, a pool loop's task locals from 0x80. */
+#define PYTRACE_ARG_NAME 0xf0 /* not an argument: the frame's code's co_name */
+#define PYTRACE_ARG_FILE 0xf1 /* ... its co_filename, the last bytes */
 
 enum pytrace_arg_flags {
 	PYTRACE_ARG_UNBOUND = 1,    /* an empty slot */
@@ -152,10 +161,10 @@ struct pytrace_event {
 			  code as wait() reports it */
 	__u64 syscall_arg; /* switch-outs: the system call's first argument (a futex's) */
 	__u32 cut;	   /* frames read and not sent: the innermost of a deep stack */
-	__u32 pad;
+	__u32 names_size;  /* bytes of code names (PYTRACE_ARG_NAME, _FILE) after the arguments */
 	struct pytrace_raw_frame frames[PYTRACE_BPF_MAX_FRAMES];
 	/* The arguments follow frames[nframes]; room for a masked offset (see the sender). */
-	__u8 tail[PYTRACE_BPF_ARGS_BYTES +
+	__u8 tail[PYTRACE_BPF_ARGS_BYTES + PYTRACE_BPF_NAMES_BYTES +
 		  PYTRACE_BPF_MAX_FRAMES * sizeof(struct pytrace_raw_frame)];
 };
 

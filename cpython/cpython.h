@@ -33,7 +33,9 @@ enum cpython_task_kind {
 };
 #define CPYTHON_TASK_LOCALS 2
 #define CPYTHON_ARG_TASK 0x80
-#define CPYTHON_TASK_CODES 2 /* per process */
+#define CPYTHON_ARG_NAME 0xf0 /* not arguments: the code's co_name (PYTRACE_ARG_NAME), */
+#define CPYTHON_ARG_FILE 0xf1 /* ... its co_filename's last bytes (PYTRACE_ARG_FILE) */
+#define CPYTHON_TASK_CODES 2  /* per process */
 
 struct cpython_types;
 
@@ -346,6 +348,7 @@ struct cpython_process {
 	uint64_t threads_read_ns;
 	struct cpython_codes *codes;
 	uint64_t codes_read, codes_unreadable;
+	uint64_t codes_named_gone;  /* read when gone: named from their frames' names */
 	struct cpython_types types; /* where the built-in types are (for arguments) */
 	/* Pool worker loops seen (their code objects), whose task locals walks read too. */
 	struct cpython_task_code {
@@ -404,6 +407,7 @@ int cpython_main_interp(const struct cpython_process *p, const struct cpython_me
 struct cpython_frame {
 	uint64_t code;	      /* code object address */
 	uint64_t fingerprint; /* co_filename and co_name pointers, to catch a reused address */
+	uint64_t names[2];    /* ... those pointers: the code's names once it is gone */
 	int32_t lasti;	      /* instruction offset in bytes, -1 before the first */
 	bool entry;	      /* the first frame run by its C-level eval call */
 	uint16_t args_len;    /* its arguments' raw records read with it: their bytes, */
@@ -446,7 +450,7 @@ int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, 
  * @owner are as read from the frame; returns the count written.
  */
 struct cpython_raw_frame {
-	uint64_t code, fingerprint, instr;
+	uint64_t code, filename, name, instr; /* co_filename, co_name as read */
 	uint8_t owner;
 	uint32_t args; /* passed on to cpython_frame.args */
 };
@@ -483,6 +487,14 @@ void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem
 /* The cached code object of a walked frame, or NULL. Valid while @p lives. */
 struct cpython_code_entry *cpython_code_lookup(struct cpython_process *p, uint64_t code,
 					       uint64_t fingerprint);
+
+/*
+ * The name @name and file @file (NULL: not known; else its last characters, "..." first
+ * when cut) of code object @code (@fingerprint), as the kernel read them while the code
+ * ran: they name it should it be gone when its frames are named.
+ */
+void cpython_code_name_seen(struct cpython_process *p, uint64_t code, uint64_t fingerprint,
+			    const char *name, const char *file);
 
 /* Reads a code object. 0 or -errno (garbage gives -EINVAL, never a crash). */
 int cpython_read_code(const struct cpython_layout *l, const struct cpython_mem *mem, uint64_t code,

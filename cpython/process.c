@@ -1,5 +1,6 @@
 /* A Python process: its code objects, its threads, their states. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -8,7 +9,13 @@
 #include "cpython.h"
 #include "internal.h"
 
-#define MAX_CODES_PER_ADDRESS 4
+/*
+ * Code objects kept findable at one address (the newest first). Records go out ~30 ms
+ * after their frames were read, and an import-heavy start-up makes a new module body
+ * at one address every few ms (with 4, 30 imports in a row left most of their bodies
+ * unnamed). Older ones are kept, not found.
+ */
+#define MAX_CODES_PER_ADDRESS 64
 
 struct cpython_codes {
 	int refs;
@@ -16,7 +23,28 @@ struct cpython_codes {
 	/* Entries pushed out of a chain: still referenced, maybe, until the cache goes. */
 	struct cpython_code_entry *retired;
 	struct hashmap *type_names; /* type address -> its tp_name, malloc'd */
+	/* note_key() -> struct noted_name: read by the kernel, kept until it is cached */
+	struct hashmap *names;
 };
+
+struct noted_name {
+	uint64_t code, fingerprint;
+	const char *file; /* in text, after the name; "" when not known */
+	char text[];	  /* the name, then the file */
+};
+
+/* Several code objects can follow each other at one address in one drain: one note each. */
+static uint64_t note_key(uint64_t code, uint64_t fingerprint)
+{
+	return code ^ (fingerprint * 0x9e3779b97f4a7c15ULL);
+}
+
+static struct noted_name *noted(struct cpython_process *p, uint64_t code, uint64_t fingerprint)
+{
+	struct noted_name *n = hashmap__get(p->codes->names, note_key(code, fingerprint));
+
+	return n && n->code == code && n->fingerprint == fingerprint ? n : NULL;
+}
 
 static struct cpython_codes *codes__new(void)
 {
@@ -27,9 +55,11 @@ static struct cpython_codes *codes__new(void)
 	c->refs = 1;
 	c->by_address = hashmap__new();
 	c->type_names = hashmap__new();
-	if (!c->by_address || !c->type_names) {
+	c->names = hashmap__new();
+	if (!c->by_address || !c->type_names || !c->names) {
 		hashmap__free(c->by_address);
 		hashmap__free(c->type_names);
+		hashmap__free(c->names);
 		free(c);
 		return NULL;
 	}
@@ -58,6 +88,7 @@ static void codes__put(struct cpython_codes *c)
 		return;
 	hashmap__free_all(c->by_address, free_chain_value);
 	hashmap__free_all(c->type_names, free);
+	hashmap__free_all(c->names, free);
 	entry_chain_free(c->retired);
 	free(c);
 }
@@ -129,9 +160,63 @@ static void note_task_code(struct cpython_process *p, const struct cpython_code_
 	p->ntask_codes++;
 }
 
-/* Reads a code object into the cache unless it is there already. */
+void cpython_code_name_seen(struct cpython_process *p, uint64_t code, uint64_t fingerprint,
+			    const char *name, const char *file)
+{
+	struct noted_name *n;
+	size_t len = strlen(name), flen = file ? strlen(file) : 0;
+
+	if (!p->codes || cpython_code_lookup(p, code, fingerprint) || noted(p, code, fingerprint))
+		return;
+	n = malloc(sizeof(*n) + len + flen + 2);
+	if (!n)
+		return;
+	n->code = code;
+	n->fingerprint = fingerprint;
+	memcpy(n->text, name, len + 1);
+	memcpy(n->text + len + 1, file ? file : "", flen + 1);
+	n->file = n->text + len + 1;
+	free(hashmap__remove(p->codes->names, note_key(code, fingerprint))); /* a collision */
+	if (hashmap__set(p->codes->names, note_key(code, fingerprint), n))
+		free(n);
+}
+
+/*
+ * Names a code object that is gone (a module's or a class's body is freed right after
+ * it ran, often before its frames were named from outside) from what the kernel read
+ * while it ran (cpython_code_name_seen()). Its co_filename is read from the pointer read
+ * with its frame, @names[0], while that is still a str that names a file (shared with
+ * the module's functions' code, it outlives the body as a rule); else it is the last
+ * bytes the kernel read of it. Its co_name is never read from the pointer: it dies with
+ * the code (seen: a module's "<module>" read as "format_stack"). No line is known.
+ */
+static int name_gone(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
+		     uint64_t fingerprint, const uint64_t names[2], struct cpython_code *out)
+{
+	uint64_t str = p->types.addr[CPYTHON_TYPE_STR], type;
+	struct noted_name *n = noted(p, code, fingerprint);
+
+	memset(out, 0, sizeof(*out));
+	if (!n)
+		return -ENOENT;
+	if (!str || !names || !names[0] ||
+	    mem->read(mem->ctx, names[0] + p->layout.object_type, &type, 8) || type != str ||
+	    cpython_read_string(&p->layout, mem, names[0], out->filename, sizeof(out->filename)) ||
+	    (out->filename[0] != '/' && out->filename[0] != '<'))
+		snprintf(out->filename, sizeof(out->filename), "%s", n->file);
+	if (!out->filename[0])
+		return -ENOENT;
+	snprintf(out->name, sizeof(out->name), "%s", n->text);
+	return 0;
+}
+
+/*
+ * Reads a code object into the cache unless it is there already; one that is gone by
+ * now is named from @names (its co_filename and co_name as read with its frame), if
+ * it can be.
+ */
 static void cache_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
-		       uint64_t fingerprint)
+		       uint64_t fingerprint, const uint64_t names[2])
 {
 	struct cpython_code_entry *e, *newest, *last;
 	int depth = 0;
@@ -159,9 +244,16 @@ static void cache_code(struct cpython_process *p, const struct cpython_mem *mem,
 	 */
 	if (!same_code(p, mem, code, fingerprint) ||
 	    cpython_read_code(&p->layout, mem, code, &e->info)) {
-		e->unreadable = true;
-		p->codes_unreadable++;
+		free(e->info.linetable);
+		if (!name_gone(p, mem, code, fingerprint, names, &e->info)) {
+			p->codes_named_gone++;
+		} else {
+			e->unreadable = true;
+			p->codes_unreadable++;
+		}
 	}
+	if (noted(p, code, fingerprint)) /* the entry has what it needed */
+		free(hashmap__remove(p->codes->names, note_key(code, fingerprint)));
 	if (!e->unreadable && e->info.task_kind)
 		note_task_code(p, e);
 	newest = hashmap__get(p->codes->by_address, code);
@@ -526,7 +618,7 @@ static int find_task_code(struct cpython_process *p, const struct cpython_mem *m
 	    cpython_read_u64(mem, code + p->layout.code_filename, &names[0]) ||
 	    cpython_read_u64(mem, code + p->layout.code_name, &names[1]))
 		return -EFAULT;
-	cache_code(p, mem, code, names[0] ^ (names[1] << 1));
+	cache_code(p, mem, code, names[0] ^ (names[1] << 1), NULL);
 	return 0;
 }
 
@@ -551,7 +643,8 @@ void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem
 	uint32_t i;
 
 	for (i = 0; i < n; i++)
-		cache_code(p, mem ? mem : &own, frames[i].code, frames[i].fingerprint);
+		cache_code(p, mem ? mem : &own, frames[i].code, frames[i].fingerprint,
+			   frames[i].names);
 }
 
 uint64_t cpython_tstate_for(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,

@@ -71,7 +71,9 @@ int cpython_frames_from_raw(const struct cpython_layout *l, const struct cpython
 		if (!raw[i].code)
 			break;
 		frames[n].code = raw[i].code;
-		frames[n].fingerprint = raw[i].fingerprint;
+		frames[n].fingerprint = raw[i].filename ^ (raw[i].name << 1);
+		frames[n].names[0] = raw[i].filename;
+		frames[n].names[1] = raw[i].name;
 		frames[n].lasti = raw_lasti(l, raw[i].instr, raw[i].code);
 		frames[n].args_len = 0; /* kept already: args is their id */
 		frames[n].args_at = 0;
@@ -258,6 +260,8 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 			return -EFAULT;
 		frames[n].code = code;
 		frames[n].fingerprint = names[0] ^ (names[1] << 1);
+		frames[n].names[0] = names[0];
+		frames[n].names[1] = names[1];
 		frames[n].lasti = frame_lasti(l, buf, code);
 		frames[n].entry = l->frame_is_entry ? buf[l->frame_is_entry] != 0
 						    : l->instr <= CPYTHON_LASTI_UNITS;

@@ -40,8 +40,10 @@ static int on_event(void *arg, void *data, size_t size)
 	if (size < PYTRACE_EVENT_HEADER_SIZE || !b->fn)
 		return 0;
 	if (e->nframes > PYTRACE_BPF_MAX_FRAMES || e->args_size > PYTRACE_BPF_ARGS_BYTES ||
+	    e->names_size > PYTRACE_BPF_NAMES_BYTES ||
 	    (e->cut && e->nframes != PYTRACE_BPF_MAX_FRAMES) ||
-	    size < PYTRACE_EVENT_HEADER_SIZE + e->nframes * sizeof(e->frames[0]) + e->args_size)
+	    size < PYTRACE_EVENT_HEADER_SIZE + e->nframes * sizeof(e->frames[0]) + e->args_size +
+			    e->names_size)
 		return 0;
 	b->fn(b->ctx, e);
 	return 0;

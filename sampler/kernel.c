@@ -2,11 +2,82 @@
 #include "internal.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/log.h"
 #include "procfs.h"
+
+/* A code object's name and file as the kernel sent them: held until both are in. */
+struct sent_name {
+	const struct pytrace_raw_frame *frame; /* NULL: none held */
+	char name[4 * CPYTHON_ARG_TEXT + 1];
+};
+
+/* Notes what @held holds for its frame's code, should that die soon; @file may be NULL. */
+static void note_name(struct cpython_process *proc, struct sent_name *held, const char *file)
+{
+	const struct pytrace_raw_frame *f = held->frame;
+
+	if (f)
+		cpython_code_name_seen(proc, f->code, f->filename ^ (f->name << 1), held->name,
+				       file);
+	held->frame = NULL;
+}
+
+/* Takes a name or file record (PYTRACE_ARG_NAME, PYTRACE_ARG_FILE) of frame @f. */
+static void take_name(struct cpython_process *proc, struct sent_name *held,
+		      const struct pytrace_raw_frame *f, const struct pytrace_raw_arg *rec,
+		      const uint8_t *text)
+{
+	struct cpython_raw_arg a;
+	struct cpython_value v;
+	char file[4 * CPYTHON_ARG_TEXT + 4];
+
+	memcpy(&a, rec, sizeof(a));
+	cpython_arg_value(&proc->layout, &proc->types, &a, text, &v);
+	if (held->frame && (held->frame != f || rec->index != PYTRACE_ARG_FILE))
+		note_name(proc, held, NULL);
+	if (v.kind != CPYTHON_VALUE_STR || !v.text[0])
+		return;
+	if (rec->index == PYTRACE_ARG_NAME && !v.cut) {
+		held->frame = f;
+		snprintf(held->name, sizeof(held->name), "%s", v.text);
+	} else if (rec->index == PYTRACE_ARG_FILE && held->frame == f) {
+		/* Its last bytes: cut at the front. */
+		snprintf(file, sizeof(file), "%s%s", v.cut ? "..." : "", v.text);
+		note_name(proc, held, file);
+	}
+}
+
+/*
+ * Notes the code names sent after an event's arguments (records of PYTRACE_ARG_NAME and
+ * PYTRACE_ARG_FILE, in frame order) for the @n frames kept, @frames.
+ */
+static void keep_kernel_names(struct cpython_process *proc, const struct pytrace_event *e,
+			      const struct pytrace_raw_frame *frames, uint32_t n)
+{
+	const uint8_t *names =
+		(const uint8_t *)e->frames + e->nframes * sizeof(e->frames[0]) + e->args_size;
+	struct sent_name held = { NULL, "" };
+	struct pytrace_raw_arg rec;
+	uint32_t at = 0, start, frame = 0;
+
+	while (at + sizeof(rec) <= e->names_size) {
+		memcpy(&rec, names + at, sizeof(rec));
+		start = at;
+		at += sizeof(rec) + ((rec.text_len + 7u) & ~7u);
+		if (rec.frame < frame || rec.text_len > CPYTHON_ARG_TEXT || at > e->names_size ||
+		    rec.index < PYTRACE_ARG_NAME)
+			break;
+		frame = rec.frame;
+		if (frame >= e->cut && frame - e->cut < n)
+			take_name(proc, &held, &frames[frame - e->cut], &rec,
+				  names + start + sizeof(rec));
+	}
+	note_name(proc, &held, NULL); /* a name sent without its file */
+}
 
 /*
  * Keeps the arguments sent after an event's frames (records in frame order, each
@@ -46,6 +117,8 @@ static void keep_kernel_args(struct sampler *s, struct cpython_process *proc,
 		if (len[i])
 			frames[i].args_id = store_list(s, proc, args + from[i], len[i]);
 	}
+	if (proc)
+		keep_kernel_names(proc, e, frames, n);
 }
 
 /* The frames of a kernel event as a stack, or NULL (not Python, or none left). */
@@ -59,7 +132,8 @@ static struct py_stack *kernel_stack(struct sampler *s, struct cpython_process *
 
 	for (i = 0; i < n; i++) {
 		raw[i].code = e->frames[i].code;
-		raw[i].fingerprint = e->frames[i].fingerprint;
+		raw[i].filename = e->frames[i].filename;
+		raw[i].name = e->frames[i].name;
 		raw[i].instr = e->frames[i].instr;
 		raw[i].owner = e->frames[i].owner;
 		raw[i].args = e->frames[i].args_id; /* kept as the event was taken */
@@ -167,6 +241,7 @@ void take_kernel_event(void *ctx, const struct pytrace_event *e)
 	copy = q->data + sizeof(header);
 	memcpy(copy + offsetof(struct pytrace_event, nframes), &n, sizeof(n));
 	memcpy(copy + offsetof(struct pytrace_event, args_size), &none, sizeof(none));
+	memcpy(copy + offsetof(struct pytrace_event, names_size), &none, sizeof(none));
 	/* In order, innermost first: past a cut the kernel's slots wrapped around. */
 	frames = (struct pytrace_raw_frame *)(copy + offsetof(struct pytrace_event, frames));
 	for (j = 0; j < n; j++)

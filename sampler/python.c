@@ -182,7 +182,14 @@ struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool
 	ps->user_ip = ps->user_sp = 0;
 	ps->syscall = -1;
 	ps->syscall_arg = 0;
-	fresh_stack(s, ps);
+	/*
+	 * Named now, while the code objects are as the walk saw them: a module's body read
+	 * at the end of the drain was often gone (freed right after it ran).
+	 */
+	if (!cpython_all_read(proc, ps->frames, ps->n)) {
+		cpython_read_codes(proc, NULL, ps->frames, ps->n);
+		send_task_codes(s, proc);
+	}
 	return ps;
 }
 

@@ -424,6 +424,57 @@ static void test_cpython__synthetic_314(void **state)
 	cpython_process__put(p);
 }
 
+/*
+ * A code object gone by the time its frames are named (a module's body, freed right
+ * after it ran) is named from what the kernel read while it ran: its name, and its
+ * file from the pointer read with the frame while that is still a str naming a file,
+ * else the file's last characters as the kernel read them. Without that, unreadable.
+ */
+static void test_cpython__gone_code_named_from_notes(void **state)
+{
+	static struct image image;
+	struct image *im = &image;
+	struct cpython_mem mem = { image_read, NULL };
+	struct cpython_frame frames[16];
+	const struct cpython_code_entry *e;
+	struct cpython_process *p;
+	uint64_t code, file;
+	int n, round;
+
+	(void)state;
+	mem.ctx = im;
+	for (round = 0; round < 3; round++) {
+		build_314(im);
+		p = cpython_process__new_mem(1, RUNTIME, 14, &mem);
+		assert_non_null(p);
+		p->types.addr[CPYTHON_TYPE_STR] = STR_TYPE;
+		n = cpython_walk(p, &mem, TID, 1, frames, 16);
+		assert_int_equal(n, 3);
+		code = frames[0].code;
+		file = frames[0].names[0];
+		assert_int_not_equal(file, 0);
+		put_u64(im, code, 0); /* freed: no reference left */
+		/* The file's str: still one (round 1), or its memory reused (round 2). */
+		put_u64(im, file + 8, round == 2 ? INT_TYPE : STR_TYPE);
+		if (round)
+			cpython_code_name_seen(p, code, frames[0].fingerprint, "<module>",
+					       "...hetic.py");
+		cpython_read_codes(p, &mem, frames, 1);
+		e = cpython_code_lookup(p, code, frames[0].fingerprint);
+		assert_non_null(e);
+		if (!round) {
+			assert_true(e->unreadable);
+		} else {
+			assert_false(e->unreadable);
+			assert_string_equal(e->info.name, "<module>");
+			assert_string_equal(e->info.filename,
+					    round == 1 ? "/app/synthetic.py" : "...hetic.py");
+			assert_int_equal(e->info.firstlineno, 0);
+		}
+		cpython_process__put(p);
+	}
+}
+
 /* ---- a synthetic 3.9 process: frames are objects that die when their call returns ---- */
 
 #define PTHREAD (IMAGE_BASE + 0x8000)
@@ -760,6 +811,7 @@ int main(void)
 		cmocka_unit_test(test_cpython__dead_frame_310),
 		cmocka_unit_test(test_cpython__long_cycle_ends),
 		cmocka_unit_test(test_cpython__deep_chain_keeps_root),
+		cmocka_unit_test(test_cpython__gone_code_named_from_notes),
 		cmocka_unit_test(test_cpython__line_tables_garbage),
 		cmocka_unit_test(test_cpython__memory_garbage),
 	};

@@ -14,3 +14,19 @@ def interpreters():
     if os.path.exists("/usr/bin/python3.11"):
         found.append(("debian-3.11", "/usr/bin/python3.11"))
     return found
+
+
+def per_interpreter(cls, backends=("bpf", "perf")):
+    """Adds to @cls a test_BACKEND_LABEL for each backend and interpreter, calling
+    cls.check(python, backend); the label's dots and dashes made underscores, so that
+    one can be run by its name."""
+    for label, python in interpreters():
+        for backend in backends:
+            name = "test_%s_%s" % (backend, label.replace(".", "_").replace("-", "_"))
+            setattr(cls, name, _bound(python, backend))
+
+
+def _bound(python, backend):
+    def test(self):
+        self.check(python, backend)
+    return test

@@ -8,7 +8,7 @@ import re
 import unittest
 
 from pythons import interpreters
-from tracefile import ROOT, BpfTestCase, Trace, run_tool
+from tracefile import ROOT, BpfTestCase, Trace, run_tool, union_ns
 
 DEEP = os.path.join(ROOT, "tests", "fixtures", "py_deep.py")
 MS = 1000000
@@ -19,15 +19,7 @@ JSON_DEPTH = 512  # slices a trace nests (TRACE_DEFAULT_MAX_DEPTH)
 
 def covered(slices, t0, t1):
     """ns of [t0, t1] inside any of @slices (overlaps counted once)."""
-    spans = sorted((max(s.start_ns, t0), min(s.end_ns, t1)) for s in slices
-                   if s.end_ns > t0 and s.start_ns < t1)
-    total, reach = 0, t0
-    for a, b in spans:
-        a = max(a, reach)
-        if b > a:
-            total += b - a
-            reach = b
-    return total
+    return union_ns([(s.start_ns, s.end_ns) for s in slices], t0, t1)
 
 
 class DeepStacks(BpfTestCase):

@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from tracefile import BUILD, TOOL, Trace, run_tool
+from tracefile import BUILD, TOOL, Trace, run_tool, union_ns
 
 FIXTURE = os.path.join(BUILD, "fixtures", "tree")
 NS_PER_MS = 1000000
@@ -42,16 +42,26 @@ def overlap(s, t0, t1):
 
 
 
+def shown_doing(trace, s, t0, t1):
+    """ns of [t0, t1] in which the trace shows @s's thread doing something else than @s
+    (running, or another wait): slices that lie within the window, not @s's callers."""
+    return union_ns([(w.start_ns, w.end_ns) for w in trace.slices
+                     if w.tid == s.tid and w is not s and w.start_ns >= t0 - NS_PER_MS and
+                     w.end_ns <= t1 + NS_PER_MS], t0, t1)
+
+
 def matching_sleeps(trace, start, end):
     """The sleep spans that are the fixture's sleep from start to end: within 1 ms of its
-    clock, plus any time the trace shows it preempted between its clock reading and the
-    system call (on a busy machine the sleeper can wait for a CPU right there)."""
+    clock, plus any time the trace shows the thread doing something else between its
+    clock reading and the system call (preempted on a busy machine, a page fault, code
+    run: the sleep had not begun)."""
     out = []
     for s in trace.named("sleep"):
         if s.cat != "off-cpu" or s.end_ns <= start or s.start_ns >= end:
             continue
-        lead = trace.preempted(s.tid, start, s.start_ns)
-        tail = trace.preempted(s.tid, s.end_ns, end)
+        lead = max(trace.preempted(s.tid, start, s.start_ns),
+                   shown_doing(trace, s, start, s.start_ns))
+        tail = max(trace.preempted(s.tid, s.end_ns, end), shown_doing(trace, s, s.end_ns, end))
         if (-NS_PER_MS < s.start_ns - start < NS_PER_MS + lead and
                 -NS_PER_MS < end - s.end_ns < NS_PER_MS + tail):
             out.append(s)
@@ -386,7 +396,9 @@ class KernelFrames(unittest.TestCase):
                 match = matching_sleeps(trace, start, end)
                 near = [(w.name, w.cat, w.tid, w.start_ns - start, w.end_ns - end,
                          w.ancestors()[:6]) for w in trace.slices
-                        if w.end_ns > start and w.start_ns < end and w.dur > 1000000]
+                        if w.end_ns > start - 2 * NS_PER_MS and w.start_ns < end and
+                        (w.dur > 1000 or w.start_ns < start + 3 * NS_PER_MS) and
+                        w.tid in {s.tid for s in spans}]
                 self.assertEqual(len(match), 1, ("no wait matches %d-%d" % (start, end), spans,
                                                  trace.losses(), near, trace.other))
                 span = match[0]

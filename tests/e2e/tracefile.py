@@ -13,6 +13,17 @@ BUILD = os.environ.get("PYTRACE_BUILD", os.path.join(ROOT, "build"))
 TOOL = os.environ.get("PYTRACE_TOOL", os.path.join(ROOT, "pytrace-sample"))
 
 
+def union_ns(spans, t0, t1):
+    """ns of [t0, t1] inside any of the (start, end) @spans, overlaps counted once."""
+    total, reach = 0, t0
+    for a, b in sorted((max(a, t0), min(b, t1)) for a, b in spans if b > t0 and a < t1):
+        a = max(a, reach)
+        if b > a:
+            total += b - a
+            reach = b
+    return total
+
+
 class Slice:
     def __init__(self, ev, origin_ns):
         self.name = ev["name"]
@@ -98,16 +109,8 @@ class Trace:
         """ns the trace shows thread @tid off the CPU, for any reason, between t0 and t1."""
         if t1 <= t0:
             return 0
-        spans = sorted((max(s.start_ns, t0), min(s.end_ns, t1)) for s in self.slices
-                       if s.tid == tid and s.cat == "off-cpu" and s.end_ns > t0 and
-                       s.start_ns < t1)
-        total, reach = 0, t0
-        for a, b in spans:  # nested or abutting spans counted once
-            a = max(a, reach)
-            if b > a:
-                total += b - a
-                reach = b
-        return total
+        return union_ns([(s.start_ns, s.end_ns) for s in self.slices
+                         if s.tid == tid and s.cat == "off-cpu"], t0, t1)
 
     def edge_error(self, tid, edge, clock):
         """How far a slice's edge is from the fixture's clock reading, less the time the

@@ -18,19 +18,44 @@
 #define PID 4194500
 #define CODE(a) (0x100000ULL + (a)) /* the code of the walk's frame @a (0: innermost) */
 
-/* Appends an argument record of walk frame @frame, whose object is at @object. */
-static uint32_t put_arg(struct pytrace_event *e, uint32_t at, uint32_t frame, uint64_t object)
+/* Appends a record of index @index of walk frame @frame, whose object is at @object. */
+static uint32_t put_record(struct pytrace_event *e, uint32_t at, uint32_t frame, uint8_t index,
+			   uint64_t object)
 {
 	struct pytrace_raw_arg a = { 0 };
 	uint8_t *args = (uint8_t *)e->frames + e->nframes * sizeof(e->frames[0]);
 
 	a.frame = frame;
-	a.index = 0;
+	a.index = index;
 	a.object = object;
 	a.words[0] = 0xabc000; /* some type: not read here */
 	memcpy(args + at, &a, sizeof(a));
 	e->args_size = at + (uint32_t)sizeof(a);
 	return e->args_size;
+}
+
+/* Appends a code name record (@index PYTRACE_ARG_NAME or _FILE), after the arguments. */
+static uint32_t put_name(struct pytrace_event *e, uint32_t at, uint32_t frame, uint8_t index,
+			 const char *text)
+{
+	struct pytrace_raw_arg a = { 0 };
+	uint8_t *names = (uint8_t *)e->frames + e->nframes * sizeof(e->frames[0]) + e->args_size;
+
+	a.frame = frame;
+	a.index = index;
+	a.object = 0x6000 + frame;
+	a.words[0] = 0xabc000;
+	a.text_len = (uint8_t)strlen(text);
+	memcpy(names + at, &a, sizeof(a));
+	memcpy(names + at + sizeof(a), text, a.text_len);
+	e->names_size = at + (uint32_t)sizeof(a) + ((a.text_len + 7u) & ~7u);
+	return e->names_size;
+}
+
+/* Appends an argument record (parameter 0) of walk frame @frame. */
+static uint32_t put_arg(struct pytrace_event *e, uint32_t at, uint32_t frame, uint64_t object)
+{
+	return put_record(e, at, frame, 0, object);
 }
 
 static const struct pytrace_raw_frame *queued_frames(struct sampler *s, uint32_t *n)
@@ -87,6 +112,10 @@ static void test_kernel_events__cut_stack_in_order(void **state)
 	at = put_arg(e, at, 10, 0x5010);
 	at = put_arg(e, at, 11, 0x5011);
 	put_arg(e, at, cut + PYTRACE_BPF_MAX_FRAMES - 1, 0x5999);
+	/* Code names after the arguments, of a frame cut and of one kept: not arguments. */
+	at = put_name(e, 0, 5, PYTRACE_ARG_NAME, "gone");
+	at = put_name(e, at, 11, PYTRACE_ARG_NAME, "<module>");
+	put_name(e, at, 11, PYTRACE_ARG_FILE, "/x/m.py");
 	take_kernel_event(s, e);
 	f = queued_frames(s, &n);
 	assert_int_equal(n, PYTRACE_BPF_MAX_FRAMES);
