@@ -1,0 +1,360 @@
+/*
+ * What the frame walk of pytrace.bpf.c reads with each frame besides the frame itself:
+ * its parameters' values, a pool worker loop's task locals, and its code object's name
+ * and file. Included by pytrace.bpf.c after the walk's state (struct walk_buf, struct
+ * frame_walk, span_u64()); not a header of its own.
+ */
+#ifndef PYTRACE_BPF_VALUES_BPF_H
+#define PYTRACE_BPF_VALUES_BPF_H
+
+/*
+ * Where a str's or a bytes' contents start and how many bytes to keep (0: none), from
+ * its first bytes as read into @a (the same rule as cpython/args.c).
+ */
+static __always_inline __u64 text_of(const struct pytrace_py_cfg *cfg,
+				     const struct pytrace_raw_arg *a, __u32 *len)
+{
+	const __u8 *w = (const __u8 *)a->words;
+	__s64 size;
+	__u32 state, kind;
+
+	*len = 0;
+	if (cfg->str_type && a->words[0] == cfg->str_type) {
+		if (cfg->str_length < 8 || cfg->str_length > 32 || cfg->str_state < 8 ||
+		    cfg->str_state > 36)
+			return 0;
+		size = *(const __s64 *)(w + cfg->str_length - 8);
+		state = *(const __u32 *)(w + cfg->str_state - 8);
+		kind = (state >> 2) & 7;
+		if (!((state >> 5) & 1) || size <= 0 || (kind != 1 && kind != 2 && kind != 4))
+			return 0;
+		*len = size > PYTRACE_BPF_ARG_TEXT / kind ? PYTRACE_BPF_ARG_TEXT
+							   : (__u32)size * kind;
+		return a->object + (((state >> 6) & 1) ? cfg->str_ascii_data : cfg->str_compact_data);
+	}
+	if (cfg->bytes_type && a->words[0] == cfg->bytes_type) {
+		if (cfg->bytes_size < 8 || cfg->bytes_size > 32)
+			return 0;
+		size = *(const __s64 *)(w + cfg->bytes_size - 8);
+		if (size <= 0)
+			return 0;
+		*len = size > PYTRACE_BPF_ARG_TEXT ? PYTRACE_BPF_ARG_TEXT : (__u32)size;
+		return a->object + cfg->bytes_data;
+	}
+	return 0;
+}
+
+/* Room an argument may take: its text's length is masked to below 2 * ARG_TEXT. */
+#define ARG_MAX_BYTES (sizeof(struct pytrace_raw_arg) + 2 * PYTRACE_BPF_ARG_TEXT)
+
+/* Where @obj is remembered: objects are 16-aligned, the bits above tell them apart. */
+static __always_inline __u32 seen_slot(__u64 obj)
+{
+	return (__u32)((obj >> 4) ^ (obj >> 10)) & (SEEN_OBJECTS - 1);
+}
+
+/*
+ * Copies the record of @obj, when it was read earlier in this walk, to @at: true then.
+ * Records lie in order, so a copy from an earlier one never overwrites its own source.
+ */
+static __always_inline bool copy_seen(struct frame_walk *w, __u64 obj, __u32 at)
+{
+	__u32 k = seen_slot(obj), from;
+
+	if (w->buf->seen_obj[k] != obj || w->buf->seen_walk[k] != w->walk_id)
+		return false;
+	from = w->buf->seen_at[k];
+	asm volatile("" : "+r"(from)); /* masked, see read_frame */
+	from &= PYTRACE_BPF_ARGS_BYTES - 1;
+	if (from > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES || at > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES)
+		return false;
+	/* Overlapping only past the earlier record's own bytes: those are never written. */
+	return !bpf_probe_read_kernel(w->buf->args + at, ARG_MAX_BYTES, w->buf->args + from);
+}
+
+/* Reads argument @j of the frame being read; 1 ends (no room left). A bpf_loop() body. */
+static long read_arg(__u32 j, void *arg)
+{
+	struct frame_walk *w = arg;
+	struct pytrace_raw_arg *a;
+	__u32 at = w->args_used, len = 0;
+	__u64 obj, text;
+
+	if (j >= PYTRACE_BPF_MAX_ARGS || at > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES) {
+		w->args_cut = 1;
+		return 1;
+	}
+	asm volatile("" : "+r"(j)); /* masked, see read_frame */
+	obj = w->buf->slots[j & (PYTRACE_BPF_MAX_ARGS - 1)];
+	a = (struct pytrace_raw_arg *)(w->buf->args + at);
+	if (obj && copy_seen(w, obj, at)) {
+		a->frame = w->at;
+		a->index = w->index_base + j;
+		goto done;
+	}
+	a->frame = w->at;
+	a->index = w->index_base + j;
+	a->flags = 0;
+	a->text_len = 0;
+	a->pad = 0;
+	a->object = obj;
+	if (!obj) {
+		a->flags = PYTRACE_ARG_UNBOUND;
+		__builtin_memset(a->words, 0, sizeof(a->words));
+	} else if (bpf_probe_read_user(a->words, sizeof(a->words), (const void *)(obj + 8))) {
+		a->flags = PYTRACE_ARG_UNREADABLE;
+		__builtin_memset(a->words, 0, sizeof(a->words));
+	} else {
+		text = text_of(w->cfg, a, &len);
+		if (len > PYTRACE_BPF_ARG_TEXT)
+			len = PYTRACE_BPF_ARG_TEXT;
+		asm volatile("" : "+r"(len)); /* masked, see read_frame */
+		len &= 2 * PYTRACE_BPF_ARG_TEXT - 1;
+		if (text && len &&
+		    bpf_probe_read_user(w->buf->args + at + sizeof(*a), len, (const void *)text))
+			a->flags = PYTRACE_ARG_UNREADABLE;
+		else if (text)
+			a->text_len = len;
+		if (!a->flags) {
+			__u32 k = seen_slot(obj);
+
+			w->buf->seen_obj[k] = obj;
+			w->buf->seen_at[k] = at;
+			w->buf->seen_walk[k] = w->walk_id;
+		}
+	}
+done:
+	w->args_used = at + sizeof(*a) + ((a->text_len + 7) & ~7U);
+	return 0;
+}
+
+/*
+ * Appends at @at of @b's names a record of index @index for the str at @obj with its
+ * contents' first bytes, or with @tail their last (a file's name ends with what tells
+ * it); returns where the next record goes (@at: none, it could not be read).
+ */
+static __always_inline __u32 put_text(struct walk_buf *b, const struct pytrace_py_cfg *cfg,
+				      __u32 at, __u32 frame, __u8 index, __u64 obj, bool tail)
+{
+	struct pytrace_raw_arg *a;
+	__u64 text, full;
+	__u32 len = 0;
+
+	asm volatile("" : "+r"(at)); /* masked, see read_frame */
+	at &= PYTRACE_BPF_NAMES_BYTES - 1;
+	if (at > PYTRACE_BPF_NAMES_BYTES - ARG_MAX_BYTES || !obj)
+		return at;
+	a = (struct pytrace_raw_arg *)(b->names + at);
+	a->pad = 0;
+	a->index = index;
+	a->flags = 0;
+	a->text_len = 0;
+	a->frame = frame;
+	a->object = obj;
+	if (bpf_probe_read_user(a->words, sizeof(a->words), (const void *)(obj + 8)))
+		return at;
+	text = text_of(cfg, a, &len);
+	if (tail && text && a->words[0] == cfg->str_type && cfg->str_length >= 8 &&
+	    cfg->str_length <= 32 && cfg->str_state >= 8 && cfg->str_state <= 36) {
+		/* len is the first PYTRACE_BPF_ARG_TEXT bytes' at most: move to the last. */
+		const __u8 *words = (const __u8 *)a->words;
+		__u32 state = *(const __u32 *)(words + cfg->str_state - 8);
+		__s64 size = *(const __s64 *)(words + cfg->str_length - 8);
+
+		full = (__u64)size * ((state >> 2) & 7);
+		if (size > 0 && full > len)
+			text += full - len;
+	}
+	if (len > PYTRACE_BPF_ARG_TEXT)
+		len = PYTRACE_BPF_ARG_TEXT;
+	asm volatile("" : "+r"(len)); /* masked, see read_frame */
+	len &= 2 * PYTRACE_BPF_ARG_TEXT - 1;
+	if (!text || !len ||
+	    bpf_probe_read_user(b->names + at + sizeof(*a), len, (const void *)text))
+		return at;
+	a->text_len = len;
+	return at + sizeof(*a) + ((len + 7) & ~7U);
+}
+
+/*
+ * The name and file of a code object, the first time this CPU sees it in its process
+ * lately: module and class bodies, comprehensions before 3.12 and code run by exec()
+ * are freed right after they ran, often before user space named them from outside,
+ * and their co_name and at times co_filename with them. Sent as records of index
+ * PYTRACE_ARG_NAME and PYTRACE_ARG_FILE in the walk's names (@b->names, apart from the
+ * arguments). A code seen again costs a look at this CPU's cache. A global
+ * function: the verifier checks it once, not once for every state of the walk it is
+ * called in (inline, it doubled the walk's verification).
+ */
+__noinline int read_code_name(struct walk_buf *b, const struct pytrace_py_cfg *cfg, __u32 frame,
+			      __u64 code)
+{
+	__u32 pid = bpf_get_current_pid_tgid() >> 32; /* the walk's: it runs in its context */
+	__u32 k = (__u32)(code >> 4) & (NAMED_CODES - 1), at, next;
+	__u64 name, filename, fingerprint;
+
+	if (!b || !cfg)
+		return 0;
+	at = b->names_used;
+	name = span_u64(b->code, cfg->code_name);
+	filename = span_u64(b->code, cfg->code_filename);
+	fingerprint = filename ^ (name << 1); /* tells one made at a freed one's address */
+	if (b->named_code[k] == code && b->named_fingerprint[k] == fingerprint &&
+	    b->named_pid[k] == pid)
+		return 0;
+	/* Once a walk (a recursion's frames share their code). */
+	for (int i = 0; i < SENDING_NAMES; i++) {
+		if (i >= b->nsending)
+			break;
+		if (b->sending_code[i] == code && b->sending_fingerprint[i] == fingerprint)
+			return 0;
+	}
+	next = put_text(b, cfg, at, frame, PYTRACE_ARG_NAME, name, false);
+	if (next == at)
+		return 0;
+	b->names_used = next;
+	at = put_text(b, cfg, next, frame, PYTRACE_ARG_FILE, filename, true);
+	if (at == next)
+		return 0; /* the name alone: sent again next time, with its file */
+	b->names_used = at;
+	k = b->nsending;
+	if (k < SENDING_NAMES) {
+		b->sending_code[k] = code;
+		b->sending_fingerprint[k] = fingerprint;
+		b->nsending = k + 1;
+	}
+	return 0;
+}
+
+/* The parameters of the frame just read (its code object's span in the walk's buffer). */
+static __always_inline void read_args(struct frame_walk *w, __u64 frame)
+{
+	const struct pytrace_py_cfg *cfg = w->cfg;
+	__s32 argc, kwonly;
+	__u32 n;
+
+	if (cfg->code_argcount > PYTRACE_BPF_SPAN - 16)
+		return;
+	argc = *(const __s32 *)(w->buf->code + cfg->code_argcount);
+	kwonly = *(const __s32 *)(w->buf->code + cfg->code_argcount + 8);
+	if (argc < 0 || kwonly < 0 || argc > 65535 || kwonly > 65535)
+		return;
+	n = (__u32)argc + (__u32)kwonly;
+	if (n > PYTRACE_BPF_MAX_ARGS)
+		n = PYTRACE_BPF_MAX_ARGS;
+	if (!n)
+		return;
+	asm volatile("" : "+r"(n)); /* masked, see read_frame: slots has room for 15 */
+	n &= 2 * PYTRACE_BPF_MAX_ARGS - 1;
+	if (w->slots_read) {
+		for (int k = 0; k < PYTRACE_BPF_MAX_ARGS; k++)
+			w->buf->slots[k] = span_u64(w->buf->frame, cfg->frame_slots + 8 * k);
+	} else if (bpf_probe_read_user(w->buf->slots, n * 8,
+				       (const void *)(frame + cfg->frame_localsplus))) {
+		return; /* the frame goes without its arguments */
+	}
+	bpf_loop(n, read_arg, w, 0);
+}
+
+#define TPFLAGS_INLINE_VALUES (1ULL << 2) /* 3.13+ */
+#define TPFLAGS_MANAGED_DICT (1ULL << 4)  /* 3.11+ */
+
+/*
+ * The first instance attribute of @obj in its split dict's or inline values (an
+ * executor's work item: its work_id, the first attribute its class's __init__ sets and
+ * unpickling restores), as cpython/objects.c finds attributes by name; 0 when it is not
+ * laid out that way (a combined dict) or can't be read.
+ */
+static __noinline __u64 first_attr(const struct pytrace_py_cfg *cfg, __u64 obj)
+{
+	__u64 type, flags, dict = 0, values = 0, basicsize, v;
+	__s64 offset;
+	__u8 valid = 0;
+	int err = 0;
+
+	type = read_u64(obj + 8, &err);
+	flags = type ? read_u64(type + cfg->type_flags, &err) : 0;
+	if (err || !type)
+		return 0;
+	if (cfg->attr_mode >= PYTRACE_ATTR_311 && !(flags & TPFLAGS_MANAGED_DICT))
+		return 0;
+	switch (cfg->attr_mode) {
+	case PYTRACE_ATTR_DICTOFFSET:
+		offset = (__s64)read_u64(type + cfg->type_dictoffset, &err);
+		if (err || offset <= 0 || offset > 4096)
+			return 0;
+		dict = read_u64(obj + (__u64)offset, &err);
+		break;
+	case PYTRACE_ATTR_311:
+		values = read_u64(obj - 32, &err);
+		if (!values)
+			dict = read_u64(obj - 24, &err);
+		break;
+	case PYTRACE_ATTR_312:
+		dict = read_u64(obj - 24, &err);
+		if (dict & 1) {
+			values = dict + 1;
+			dict = 0;
+		}
+		break;
+	case PYTRACE_ATTR_313:
+		dict = read_u64(obj - 24, &err);
+		if (dict || !(flags & TPFLAGS_INLINE_VALUES))
+			break;
+		/* Inline values right after the object; "valid" is their fourth byte. */
+		basicsize = read_u64(type + cfg->type_basicsize, &err);
+		if (err || basicsize < 16 || basicsize > 4096 ||
+		    bpf_probe_read_user(&valid, 1, (const void *)(obj + basicsize + 3)))
+			return 0;
+		if (valid)
+			values = obj + basicsize;
+		break;
+	default:
+		return 0;
+	}
+	if (!values && dict && !err)
+		values = read_u64(dict + cfg->dict_values, &err); /* NULL when combined */
+	if (err || !values)
+		return 0;
+	v = read_u64(values + cfg->values_items, &err);
+	return err ? 0 : v;
+}
+
+/* A pool worker loop's frame: the locals that say which task it runs (cpython/args.c). */
+static __always_inline void read_task(struct frame_walk *w, __u64 frame, __u32 k)
+{
+	const struct pytrace_py_cfg *cfg = w->cfg;
+	__u64 locals = frame + cfg->frame_localsplus;
+
+	k &= 1;
+	if (bpf_probe_read_user(&w->buf->slots[0], 8, (const void *)(locals + cfg->task_slot[k][0] * 8)) ||
+	    bpf_probe_read_user(&w->buf->slots[1], 8, (const void *)(locals + cfg->task_slot[k][1] * 8)))
+		return;
+	if (cfg->task_item[k]) {
+		/* An executor's work item: its work id, no task between tasks (see args.c). */
+		w->buf->slots[0] = w->buf->slots[0] ? first_attr(cfg, w->buf->slots[0]) : 0;
+		w->buf->slots[1] = 0;
+	}
+	w->index_base = 0x80;
+	bpf_loop(2, read_arg, w, 0);
+	w->index_base = 0;
+}
+
+/* The names this walk put in its event went out: not sent again for a while. */
+static __always_inline void names_sent(struct walk_buf *b, __u32 pid)
+{
+	for (int i = 0; i < SENDING_NAMES; i++) {
+		__u64 code;
+		__u32 k;
+
+		if (i >= b->nsending)
+			break;
+		code = b->sending_code[i];
+		k = (__u32)(code >> 4) & (NAMED_CODES - 1);
+		b->named_code[k] = code;
+		b->named_fingerprint[k] = b->sending_fingerprint[i];
+		b->named_pid[k] = pid;
+	}
+}
+
+#endif
