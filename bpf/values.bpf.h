@@ -29,8 +29,9 @@ static __always_inline __u64 text_of(const struct pytrace_py_cfg *cfg,
 		if (!((state >> 5) & 1) || size <= 0 || (kind != 1 && kind != 2 && kind != 4))
 			return 0;
 		*len = size > PYTRACE_BPF_ARG_TEXT / kind ? PYTRACE_BPF_ARG_TEXT
-							   : (__u32)size * kind;
-		return a->object + (((state >> 6) & 1) ? cfg->str_ascii_data : cfg->str_compact_data);
+							  : (__u32)size * kind;
+		return a->object +
+		       (((state >> 6) & 1) ? cfg->str_ascii_data : cfg->str_compact_data);
 	}
 	if (cfg->bytes_type && a->words[0] == cfg->bytes_type) {
 		if (cfg->bytes_size < 8 || cfg->bytes_size > 32)
@@ -66,7 +67,8 @@ static __always_inline bool copy_seen(struct frame_walk *w, __u64 obj, __u32 at)
 	from = w->buf->seen_at[k];
 	asm volatile("" : "+r"(from)); /* masked, see read_frame */
 	from &= PYTRACE_BPF_ARGS_BYTES - 1;
-	if (from > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES || at > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES)
+	if (from > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES ||
+	    at > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES)
 		return false;
 	/* Overlapping only past the earlier record's own bytes: those are never written. */
 	return !bpf_probe_read_kernel(w->buf->args + at, ARG_MAX_BYTES, w->buf->args + from);
@@ -327,8 +329,10 @@ static __always_inline void read_task(struct frame_walk *w, __u64 frame, __u32 k
 	__u64 locals = frame + cfg->frame_localsplus;
 
 	k &= 1;
-	if (bpf_probe_read_user(&w->buf->slots[0], 8, (const void *)(locals + cfg->task_slot[k][0] * 8)) ||
-	    bpf_probe_read_user(&w->buf->slots[1], 8, (const void *)(locals + cfg->task_slot[k][1] * 8)))
+	if (bpf_probe_read_user(&w->buf->slots[0], 8,
+				(const void *)(locals + cfg->task_slot[k][0] * 8)) ||
+	    bpf_probe_read_user(&w->buf->slots[1], 8,
+				(const void *)(locals + cfg->task_slot[k][1] * 8)))
 		return;
 	if (cfg->task_item[k]) {
 		/* An executor's work item: its work id, no task between tasks (see args.c). */

@@ -117,6 +117,20 @@ static void print_summary(struct session *s, int close_err, bool written,
 			" of processes not yet known to run Python)\n",
 			st.kernel_events_lost + st.kernel_samples_lost, st.kernel_events_lost,
 			st.kernel_samples_lost);
+	if (st.cut_stacks)
+		fprintf(stderr,
+			"pytrace-sample: %" PRIu64
+			" Python stacks deeper than %u frames kept their "
+			"root-most %u (%" PRIu64 " frames cut in all%s)\n",
+			st.cut_stacks, CPYTHON_MAX_FRAMES, CPYTHON_MAX_FRAMES, st.cut_frames,
+			st.rootless_stacks ? "; some deeper than could be read, their root missing"
+					   : "");
+	if (ts->slices_too_deep)
+		fprintf(stderr,
+			"pytrace-sample: %" PRIu64 " slices deeper than %u levels were left out, "
+			"the root-most kept (%s.slices_too_deep)\n",
+			ts->slices_too_deep, TRACE_DEFAULT_MAX_DEPTH,
+			format_of(s) == TRACE_FORMAT_PERFETTO ? "statistics" : "otherData");
 	if (format_of(s) == TRACE_FORMAT_PERFETTO)
 		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file)\n");
 	else if (format_of(s) != TRACE_FORMAT_FOLDED)

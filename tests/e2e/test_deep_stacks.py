@@ -95,6 +95,18 @@ class DeepStacks(BpfTestCase):
         self.assertEqual(set([deepest.name] + anc[:-2]), {"dive"})
 
 
+class SaysSo(BpfTestCase):
+    def test_cut_stacks_are_told(self):
+        """Without -q, the end of a recording says what a deep stack lost."""
+        out = os.path.join(self.dir, "deep.json")
+        p = run_tool(["-o", out, "--", interpreters()[0][1], DEEP, "5000", "0.2"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stderr, r"\d+ Python stacks deeper than %d frames kept their "
+                         r"root-most %d" % (KEPT, KEPT))
+        self.assertRegex(p.stderr, r"\d+ slices deeper than %d levels were left out, the "
+                         r"root-most kept" % JSON_DEPTH)
+
+
 def make_test(python, backend, depth):
     def test(self):
         getattr(self, "check_%d" % depth)(python, backend)
