@@ -107,10 +107,11 @@ struct after_stack {
 struct py_stack {
 	struct cpython_process *proc; /* a reference */
 	uint64_t read_ns;
-	uint64_t at_ns; /* the record it was read for: a sample or a switch-out */
-	bool extended;	/* at_ns moved to the end of the wait it was read in */
-	bool kernel;	/* read by the kernel at a switch-out (copies are not) */
-	bool early;	/* ... well before perf's record of that switch: at_ns is its time */
+	uint64_t walk_ns; /* read from outside: how long the walk took */
+	uint64_t at_ns;	  /* the record it was read for: a sample or a switch-out */
+	bool extended;	  /* at_ns moved to the end of the wait it was read in */
+	bool kernel;	  /* read by the kernel at a switch-out (copies are not) */
+	bool early;	  /* ... well before perf's record of that switch: at_ns is its time */
 	bool exact;
 	uint64_t user_ip, user_sp; /* kernel samples: the user registers perf saw too */
 	int64_t syscall;	   /* kernel switch-outs: the system call it waits in, or -1 */
