@@ -242,6 +242,7 @@ struct walk_buf {
 	__u64 sending_code[SENDING_NAMES], sending_fingerprint[SENDING_NAMES];
 	__u32 nsending;
 	__u32 names_used; /* bytes of names filled (not in the walk's state: see last_code) */
+	__u32 pid;	  /* the process walked */
 	__u8 args[PYTRACE_BPF_ARGS_BYTES];
 	/* Apart from the arguments: sent or not, they must not change which fit. */
 	__u8 names[PYTRACE_BPF_NAMES_BYTES];
@@ -396,6 +397,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	w.buf->last_code = 0;
 	w.buf->nsending = 0;
 	w.buf->names_used = 0;
+	w.buf->pid = tgid;
 	event_start(e, tgid, tid, kind);
 	if (kind == PYTRACE_EV_SAMPLE && pass_samples) {
 		const void *regs = current_user_regs();

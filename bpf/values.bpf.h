@@ -191,7 +191,7 @@ static __always_inline __u32 put_text(struct walk_buf *b, const struct pytrace_p
 __noinline int read_code_name(struct walk_buf *b, const struct pytrace_py_cfg *cfg, __u32 frame,
 			      __u64 code)
 {
-	__u32 pid = bpf_get_current_pid_tgid() >> 32; /* the walk's: it runs in its context */
+	__u32 pid = b ? b->pid : 0;
 	__u32 k = (__u32)(code >> 4) & (NAMED_CODES - 1), at, next;
 	__u64 name, filename, fingerprint;
 

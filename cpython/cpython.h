@@ -33,9 +33,7 @@ enum cpython_task_kind {
 };
 #define CPYTHON_TASK_LOCALS 2
 #define CPYTHON_ARG_TASK 0x80
-#define CPYTHON_ARG_NAME 0xf0 /* not arguments: the code's co_name (PYTRACE_ARG_NAME), */
-#define CPYTHON_ARG_FILE 0xf1 /* ... its co_filename's last bytes (PYTRACE_ARG_FILE) */
-#define CPYTHON_TASK_CODES 2  /* per process */
+#define CPYTHON_TASK_CODES 2 /* per process */
 
 struct cpython_types;
 
@@ -348,7 +346,6 @@ struct cpython_process {
 	uint64_t threads_read_ns;
 	struct cpython_codes *codes;
 	uint64_t codes_read, codes_unreadable;
-	uint64_t codes_named_gone;  /* read when gone: named from their frames' names */
 	struct cpython_types types; /* where the built-in types are (for arguments) */
 	/* Pool worker loops seen (their code objects), whose task locals walks read too. */
 	struct cpython_task_code {
@@ -407,7 +404,7 @@ int cpython_main_interp(const struct cpython_process *p, const struct cpython_me
 struct cpython_frame {
 	uint64_t code;	      /* code object address */
 	uint64_t fingerprint; /* co_filename and co_name pointers, to catch a reused address */
-	uint64_t names[2];    /* ... those pointers: the code's names once it is gone */
+	uint64_t filename;    /* ... co_filename's: names the code's file once it is gone */
 	int32_t lasti;	      /* instruction offset in bytes, -1 before the first */
 	bool entry;	      /* the first frame run by its C-level eval call */
 	uint16_t args_len;    /* its arguments' raw records read with it: their bytes, */
@@ -420,7 +417,7 @@ struct cpython_frame {
 
 /*
  * Walks the frames of thread @tid, innermost first, into @frames (at most @max; of a
- * deeper stack the root-most @max): the frame chain only, so it is quick. Returns the
+ * deeper stack the root-most @max; @max at most CPYTHON_MAX_FRAMES): the frame chain only, so it is quick. Returns the
  * count (0: not a Python thread, or no frames), or -errno. @mem reads the target (NULL:
  * the process itself). A chain read while the thread runs can lead into frames it has
  * returned from (before 3.11, where they are freed) or into memory that can't be read:

@@ -185,13 +185,13 @@ void cpython_code_name_seen(struct cpython_process *p, uint64_t code, uint64_t f
  * Names a code object that is gone (a module's or a class's body is freed right after
  * it ran, often before its frames were named from outside) from what the kernel read
  * while it ran (cpython_code_name_seen()). Its co_filename is read from the pointer read
- * with its frame, @names[0], while that is still a str that names a file (shared with
+ * with its frame, @filename, while that is still a str that names a file (shared with
  * the module's functions' code, it outlives the body as a rule); else it is the last
  * bytes the kernel read of it. Its co_name is never read from the pointer: it dies with
  * the code (seen: a module's "<module>" read as "format_stack"). No line is known.
  */
 static int name_gone(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
-		     uint64_t fingerprint, const uint64_t names[2], struct cpython_code *out)
+		     uint64_t fingerprint, uint64_t filename, struct cpython_code *out)
 {
 	uint64_t str = p->types.addr[CPYTHON_TYPE_STR], type;
 	struct noted_name *n = noted(p, code, fingerprint);
@@ -199,9 +199,9 @@ static int name_gone(struct cpython_process *p, const struct cpython_mem *mem, u
 	memset(out, 0, sizeof(*out));
 	if (!n)
 		return -ENOENT;
-	if (!str || !names || !names[0] ||
-	    mem->read(mem->ctx, names[0] + p->layout.object_type, &type, 8) || type != str ||
-	    cpython_read_string(&p->layout, mem, names[0], out->filename, sizeof(out->filename)) ||
+	if (!str || !filename || mem->read(mem->ctx, filename + p->layout.object_type, &type, 8) ||
+	    type != str ||
+	    cpython_read_string(&p->layout, mem, filename, out->filename, sizeof(out->filename)) ||
 	    (out->filename[0] != '/' && out->filename[0] != '<'))
 		snprintf(out->filename, sizeof(out->filename), "%s", n->file);
 	if (!out->filename[0])
@@ -212,11 +212,11 @@ static int name_gone(struct cpython_process *p, const struct cpython_mem *mem, u
 
 /*
  * Reads a code object into the cache unless it is there already; one that is gone by
- * now is named from @names (its co_filename and co_name as read with its frame), if
- * it can be.
+ * now is named by name_gone() (@filename: its co_filename's pointer as read with its
+ * frame, 0 when not known), if it can be.
  */
 static void cache_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
-		       uint64_t fingerprint, const uint64_t names[2])
+		       uint64_t fingerprint, uint64_t filename)
 {
 	struct cpython_code_entry *e, *newest, *last;
 	int depth = 0;
@@ -245,9 +245,7 @@ static void cache_code(struct cpython_process *p, const struct cpython_mem *mem,
 	if (!same_code(p, mem, code, fingerprint) ||
 	    cpython_read_code(&p->layout, mem, code, &e->info)) {
 		free(e->info.linetable);
-		if (!name_gone(p, mem, code, fingerprint, names, &e->info)) {
-			p->codes_named_gone++;
-		} else {
+		if (name_gone(p, mem, code, fingerprint, filename, &e->info)) {
 			e->unreadable = true;
 			p->codes_unreadable++;
 		}
@@ -618,7 +616,7 @@ static int find_task_code(struct cpython_process *p, const struct cpython_mem *m
 	    cpython_read_u64(mem, code + p->layout.code_filename, &names[0]) ||
 	    cpython_read_u64(mem, code + p->layout.code_name, &names[1]))
 		return -EFAULT;
-	cache_code(p, mem, code, names[0] ^ (names[1] << 1), NULL);
+	cache_code(p, mem, code, names[0] ^ (names[1] << 1), 0);
 	return 0;
 }
 
@@ -644,7 +642,7 @@ void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem
 
 	for (i = 0; i < n; i++)
 		cache_code(p, mem ? mem : &own, frames[i].code, frames[i].fingerprint,
-			   frames[i].names);
+			   frames[i].filename);
 }
 
 uint64_t cpython_tstate_for(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,

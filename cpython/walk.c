@@ -72,8 +72,7 @@ int cpython_frames_from_raw(const struct cpython_layout *l, const struct cpython
 			break;
 		frames[n].code = raw[i].code;
 		frames[n].fingerprint = raw[i].filename ^ (raw[i].name << 1);
-		frames[n].names[0] = raw[i].filename;
-		frames[n].names[1] = raw[i].name;
+		frames[n].filename = raw[i].filename;
 		frames[n].lasti = raw_lasti(l, raw[i].instr, raw[i].code);
 		frames[n].args_len = 0; /* kept already: args is their id */
 		frames[n].args_at = 0;
@@ -260,8 +259,7 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 			return -EFAULT;
 		frames[n].code = code;
 		frames[n].fingerprint = names[0] ^ (names[1] << 1);
-		frames[n].names[0] = names[0];
-		frames[n].names[1] = names[1];
+		frames[n].filename = names[0];
 		frames[n].lasti = frame_lasti(l, buf, code);
 		frames[n].entry = l->frame_is_entry ? buf[l->frame_is_entry] != 0
 						    : l->instr <= CPYTHON_LASTI_UNITS;
@@ -303,16 +301,10 @@ static int walk_once(struct cpython_process *p, const struct cpython_mem *mem, u
 
 	cut->frames = 0;
 	cut->rootless = false;
-	if (!max || max > CPYTHON_MAX_FRAMES)
-		ring = NULL;
 	n = walk_chain(p, mem, first, frames, max, args, ring, &depth);
 	if (n < (int)max || depth <= max)
 		return n;
 	cut->rootless = depth > CPYTHON_WALK_FRAMES;
-	if (!ring) {
-		cut->rootless = true; /* the innermost @max, and how many more isn't known */
-		return n;
-	}
 	skip = (cut->rootless ? CPYTHON_WALK_FRAMES : depth) - max;
 	if (args)
 		args->used = 0;
@@ -339,6 +331,10 @@ int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, 
 		mem = &own;
 	if (!cut)
 		cut = &none;
+	if (max > CPYTHON_MAX_FRAMES)
+		max = CPYTHON_MAX_FRAMES; /* the ring of addresses has no room for more */
+	if (!max)
+		return 0;
 	tstate = cpython_tstate_for(p, mem, tid, now_ns, &err);
 	if (err)
 		return -EFAULT;

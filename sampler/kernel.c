@@ -117,8 +117,6 @@ static void keep_kernel_args(struct sampler *s, struct cpython_process *proc,
 		if (len[i])
 			frames[i].args_id = store_list(s, proc, args + from[i], len[i]);
 	}
-	if (proc)
-		keep_kernel_names(proc, e, frames, n);
 }
 
 /* The frames of a kernel event as a stack, or NULL (not Python, or none left). */
@@ -226,6 +224,7 @@ void take_kernel_event(void *ctx, const struct pytrace_event *e)
 					    (uint16_t)(sizeof(header) + size) };
 	struct qrec *q = malloc(sizeof(*q) + header.size);
 	struct pytrace_raw_frame *frames;
+	struct cpython_process *proc;
 	uint8_t *copy;
 	uint32_t none = 0, j;
 
@@ -247,7 +246,10 @@ void take_kernel_event(void *ctx, const struct pytrace_event *e)
 	for (j = 0; j < n; j++)
 		memcpy(&frames[j], &e->frames[(e->cut + j) % PYTRACE_BPF_MAX_FRAMES],
 		       sizeof(frames[j]));
-	keep_kernel_args(s, event_python(s, e->pid), e, frames, n);
+	proc = event_python(s, e->pid);
+	keep_kernel_args(s, proc, e, frames, n);
+	if (proc)
+		keep_kernel_names(proc, e, frames, n);
 	take_record(q, ctx);
 }
 

@@ -55,7 +55,7 @@ static bool task_read(const struct sampler *s, uint32_t id)
 	struct cpython_raw_arg a;
 
 	while (bytes && cpython_next_arg(bytes, len, &at, &a, &text)) {
-		if (a.index >= CPYTHON_ARG_TASK && a.index < CPYTHON_ARG_NAME)
+		if (a.index >= CPYTHON_ARG_TASK)
 			return true;
 	}
 	return false;

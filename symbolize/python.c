@@ -141,8 +141,6 @@ static uint32_t frame_args(struct symbolizer *sym, const struct sampler_rec *rec
 	while (k < MAX_ITEMS && cpython_next_arg(bytes, len, &at, &a, &text)) {
 		const char *local = NULL;
 
-		if (a.index >= CPYTHON_ARG_NAME)
-			continue; /* the code's name: kept apart as a rule (sampler/kernel.c) */
 		cpython_arg_value(&proc->layout, &proc->types, &a, text, &v);
 		if (a.index >= CPYTHON_ARG_TASK) {
 			task_read = true;

@@ -451,7 +451,7 @@ static void test_cpython__gone_code_named_from_notes(void **state)
 		n = cpython_walk(p, &mem, TID, 1, frames, 16);
 		assert_int_equal(n, 3);
 		code = frames[0].code;
-		file = frames[0].names[0];
+		file = frames[0].filename;
 		assert_int_not_equal(file, 0);
 		put_u64(im, code, 0); /* freed: no reference left */
 		/* The file's str: still one (round 1), or its memory reused (round 2). */

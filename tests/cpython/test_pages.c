@@ -23,6 +23,7 @@ struct space {
 	uint8_t bytes[SIZE];
 	uint64_t hole_at, hole_end;
 	uint32_t reads;
+	struct cpython_mem mem; /* reads it: space_read() */
 };
 
 static int space_read(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -46,21 +47,31 @@ static struct space *new_space(void)
 	assert_non_null(sp);
 	for (i = 0; i < SIZE; i++)
 		sp->bytes[i] = (uint8_t)(i * 7 + (i >> 12));
+	sp->mem.read = space_read;
+	sp->mem.ctx = sp;
 	return sp;
+}
+
+/* An empty page cache over @sp. */
+static struct cpython_pages *new_pages(struct space *sp)
+{
+	struct cpython_pages *c = malloc(sizeof(*c));
+
+	assert_non_null(c);
+	cpython_pages_init(c, &sp->mem);
+	return c;
 }
 
 /* Reads that lie in pages read already cost no call. */
 static void test_pages__one_call_a_page(void **state)
 {
 	struct space *sp = new_space();
-	struct cpython_mem mem = { space_read, sp };
-	struct cpython_pages *c = malloc(sizeof(*c));
+	struct cpython_pages *c;
 	uint8_t buf[256];
 	uint32_t i;
 
 	(void)state;
-	assert_non_null(c);
-	cpython_pages_init(c, &mem);
+	c = new_pages(sp);
 	/* 40 frames of 100 bytes walked down one page, as a chain of frames is. */
 	for (i = 0; i < 40; i++) {
 		uint64_t at = BASE + 5 * CPYTHON_PAGE_SIZE + 4000 - 100 * i;
@@ -85,15 +96,13 @@ static void test_pages__one_call_a_page(void **state)
 static void test_pages__partial_pages_fall_back(void **state)
 {
 	struct space *sp = new_space();
-	struct cpython_mem mem = { space_read, sp };
-	struct cpython_pages *c = malloc(sizeof(*c));
+	struct cpython_pages *c;
 	uint8_t buf[64];
 
 	(void)state;
-	assert_non_null(c);
 	sp->hole_at = BASE + 3 * CPYTHON_PAGE_SIZE + 1000;
 	sp->hole_end = BASE + 3 * CPYTHON_PAGE_SIZE + 2000;
-	cpython_pages_init(c, &mem);
+	c = new_pages(sp);
 	assert_int_equal(cpython_pages_read(c, BASE + 3 * CPYTHON_PAGE_SIZE + 100, buf, 64), 0);
 	assert_memory_equal(buf, sp->bytes + 3 * CPYTHON_PAGE_SIZE + 100, 64);
 	assert_int_not_equal(cpython_pages_read(c, BASE + 3 * CPYTHON_PAGE_SIZE + 990, buf, 64), 0);
@@ -111,16 +120,14 @@ static void test_pages__partial_pages_fall_back(void **state)
 static void test_pages__same_as_direct(void **state)
 {
 	struct space *sp = new_space();
-	struct cpython_mem mem = { space_read, sp };
-	struct cpython_pages *c = malloc(sizeof(*c));
+	struct cpython_pages *c;
 	uint8_t got[3 * CPYTHON_PAGE_SIZE], want[3 * CPYTHON_PAGE_SIZE];
 	uint32_t i, seed = 12345;
 
 	(void)state;
-	assert_non_null(c);
 	sp->hole_at = BASE + 20 * CPYTHON_PAGE_SIZE + 123;
 	sp->hole_end = BASE + 21 * CPYTHON_PAGE_SIZE + 7;
-	cpython_pages_init(c, &mem);
+	c = new_pages(sp);
 	for (i = 0; i < 20000; i++) {
 		uint64_t at;
 		size_t len;

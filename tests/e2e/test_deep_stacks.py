@@ -116,7 +116,8 @@ def make_test(python, backend, depth):
 for _label, _python in interpreters():
     for _backend in ("bpf", "perf"):
         for _depth in (300, 5000):
-            setattr(DeepStacks, "test_%s_%d_%s" % (_backend, _depth, _label),
+            setattr(DeepStacks, "test_%s_%d_%s" % (_backend, _depth,
+                                                   _label.replace(".", "_").replace("-", "_")),
                     make_test(_python, _backend, _depth))
 
 

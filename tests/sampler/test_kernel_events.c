@@ -4,6 +4,7 @@
  * wrapped around to, and arguments of frames cut; what is queued must be the kept
  * frames in order, innermost first, each with its own arguments.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 
 #define PID 4194500
 #define CODE(a) (0x100000ULL + (a)) /* the code of the walk's frame @a (0: innermost) */
+#define STR_TYPE 0xabc000ULL
 
 /* Appends a record of index @index of walk frame @frame, whose object is at @object. */
 static uint32_t put_record(struct pytrace_event *e, uint32_t at, uint32_t frame, uint8_t index,
@@ -44,7 +46,10 @@ static uint32_t put_name(struct pytrace_event *e, uint32_t at, uint32_t frame, u
 	a.frame = frame;
 	a.index = index;
 	a.object = 0x6000 + frame;
-	a.words[0] = 0xabc000;
+	/* A compact ASCII str as 3.12 lays it out: length at 16, state at 32. */
+	a.words[0] = STR_TYPE;
+	a.words[1] = strlen(text);
+	a.words[3] = 1u << 2 | 1u << 5 | 1u << 6;
 	a.text_len = (uint8_t)strlen(text);
 	memcpy(names + at, &a, sizeof(a));
 	memcpy(names + at + sizeof(a), text, a.text_len);
@@ -69,6 +74,45 @@ static const struct pytrace_raw_frame *queued_frames(struct sampler *s, uint32_t
 			      offsetof(struct pytrace_event, frames));
 }
 
+/* A sampler with a Python process of 3.12's layout at PID whose memory reads nothing. */
+static struct sampler *new_sampler(struct cpython_process **proc)
+{
+	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
+				     .frequency_hz = 1000,
+				     .stack_bytes = 8192 };
+	struct sampler *s = sampler__new(&opts);
+
+	assert_non_null(s);
+	*proc = cpython_process__new_mem(PID, 0x1000, 12, NULL);
+	assert_non_null(*proc);
+	(*proc)->types.addr[CPYTHON_TYPE_STR] = STR_TYPE;
+	assert_int_equal(hashmap__set(s->pythons, PID, *proc), 0);
+	return s;
+}
+
+/* The event header of a sample of PID's with @nframes frames, @cut cut before them. */
+static struct pytrace_event *new_event(uint32_t nframes, uint32_t cut)
+{
+	struct pytrace_event *e = calloc(1, sizeof(*e));
+
+	assert_non_null(e);
+	e->time_ns = 1000000;
+	e->pid = e->tid = PID;
+	e->kind = PYTRACE_EV_SAMPLE;
+	e->nframes = nframes;
+	e->cut = cut;
+	return e;
+}
+
+static int read_nothing(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	(void)addr;
+	(void)buf;
+	(void)len;
+	return -EFAULT;
+}
+
 /* The object of the one argument kept for a frame under @id, or 0 when none is. */
 static uint64_t arg_object(struct sampler *s, uint32_t id)
 {
@@ -87,24 +131,17 @@ static uint64_t arg_object(struct sampler *s, uint32_t id)
 
 static void test_kernel_events__cut_stack_in_order(void **state)
 {
-	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
-				     .frequency_hz = 1000,
-				     .stack_bytes = 8192 };
-	struct sampler *s = sampler__new(&opts);
-	struct pytrace_event *e = calloc(1, sizeof(*e));
-	const struct pytrace_raw_frame *f;
 	uint32_t a, n, at = 0, cut = 10, j;
+	struct cpython_process *proc;
+	struct sampler *s = new_sampler(&proc);
+	/* A walk of 1,034 frames: frame a in slot a % 1024, the first 10 overwritten. */
+	struct pytrace_event *e = new_event(PYTRACE_BPF_MAX_FRAMES, cut);
+	const struct pytrace_raw_frame *f;
+	struct cpython_frame gone[2] = { { .code = CODE(11) }, { .code = CODE(5) } };
+	struct cpython_mem mem = { read_nothing, NULL };
+	const struct cpython_code_entry *c;
 
 	(void)state;
-	assert_non_null(s);
-	assert_non_null(e);
-	assert_non_null(test_python_process(s, PID));
-	/* A walk of 1,034 frames: frame a in slot a % 1024, the first 10 overwritten. */
-	e->time_ns = 1000000;
-	e->pid = e->tid = PID;
-	e->kind = PYTRACE_EV_SAMPLE;
-	e->nframes = PYTRACE_BPF_MAX_FRAMES;
-	e->cut = cut;
 	for (a = 0; a < cut + PYTRACE_BPF_MAX_FRAMES; a++)
 		e->frames[a % PYTRACE_BPF_MAX_FRAMES].code = CODE(a);
 	/* Arguments of a frame cut, then of the innermost two kept and the root. */
@@ -112,7 +149,7 @@ static void test_kernel_events__cut_stack_in_order(void **state)
 	at = put_arg(e, at, 10, 0x5010);
 	at = put_arg(e, at, 11, 0x5011);
 	put_arg(e, at, cut + PYTRACE_BPF_MAX_FRAMES - 1, 0x5999);
-	/* Code names after the arguments, of a frame cut and of one kept: not arguments. */
+	/* Code names after the arguments, of a frame cut and of one kept. */
 	at = put_name(e, 0, 5, PYTRACE_ARG_NAME, "gone");
 	at = put_name(e, at, 11, PYTRACE_ARG_NAME, "<module>");
 	put_name(e, at, 11, PYTRACE_ARG_FILE, "/x/m.py");
@@ -125,6 +162,19 @@ static void test_kernel_events__cut_stack_in_order(void **state)
 	assert_int_equal(arg_object(s, f[1].args_id), 0x5011);
 	assert_int_equal(arg_object(s, f[2].args_id), 0);
 	assert_int_equal(arg_object(s, f[n - 1].args_id), 0x5999);
+	/*
+	 * Their code objects gone when named (nothing can be read): the kept frame's is
+	 * named from what the kernel sent, the cut one's (not noted) is not.
+	 */
+	cpython_read_codes(proc, &mem, gone, 2);
+	c = cpython_code_lookup(proc, CODE(11), 0);
+	assert_non_null(c);
+	assert_false(c->unreadable);
+	assert_string_equal(c->info.name, "<module>");
+	assert_string_equal(c->info.filename, "/x/m.py");
+	c = cpython_code_lookup(proc, CODE(5), 0);
+	assert_non_null(c);
+	assert_true(c->unreadable);
 	free(e);
 	sampler__free(s);
 }
@@ -132,22 +182,13 @@ static void test_kernel_events__cut_stack_in_order(void **state)
 /* An argument record for a frame past those sent breaks the bounds: none is kept. */
 static void test_kernel_events__args_out_of_bounds(void **state)
 {
-	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
-				     .frequency_hz = 1000,
-				     .stack_bytes = 8192 };
-	struct sampler *s = sampler__new(&opts);
-	struct pytrace_event *e = calloc(1, sizeof(*e));
+	struct cpython_process *proc;
+	struct sampler *s = new_sampler(&proc);
+	struct pytrace_event *e = new_event(3, 0);
 	const struct pytrace_raw_frame *f;
 	uint32_t a, n, at = 0;
 
 	(void)state;
-	assert_non_null(s);
-	assert_non_null(e);
-	assert_non_null(test_python_process(s, PID));
-	e->time_ns = 1000000;
-	e->pid = e->tid = PID;
-	e->kind = PYTRACE_EV_SAMPLE;
-	e->nframes = 3;
 	for (a = 0; a < 3; a++)
 		e->frames[a].code = CODE(a);
 	at = put_arg(e, at, 0, 0x5000);
