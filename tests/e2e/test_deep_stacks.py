@@ -34,14 +34,23 @@ class DeepStacks(BpfTestCase):
         self.assertEqual(trace.nesting_errors, [])
         return trace, int(m.group(1)), int(m.group(2))
 
-    def check_coverage(self, trace, slices, start, end, what):
+    def check_coverage(self, trace, slices, start, end, what, hole=0):
         """@slices cover the bottom's span but for its edges: a sample's period at each
         end, and 2 % for the clocks' reads; time the thread spent off the CPU (waiting
-        for one on a busy machine) is the machine's, and counts as covered."""
+        for one on a busy machine) is the machine's, and counts as covered. Holes between
+        the slices up to @hole ns are allowed too, and then none longer."""
         tid = trace.slices[0].pid
         got = covered(slices, start, end)
         off = trace.off_cpu(tid, start, end)
-        want = (end - start) - 2 * PERIOD - 0.02 * (end - start)
+        spans = sorted((s.start_ns, s.end_ns) for s in slices if s.end_ns > start and
+                       s.start_ns < end)
+        holes = [b[0] - a[1] for a, b in zip(spans, spans[1:]) if b[0] > a[1]]
+        if hole:
+            self.assertTrue(all(h <= hole for h in holes),
+                            "%s: holes of %s ms, %.1f ms allowed" %
+                            (what, [round(h / MS, 1) for h in holes], hole / MS))
+        want = (end - start) - 2 * PERIOD - 0.02 * (end - start) - sum(
+            min(h, hole) for h in holes)
         lost = trace.losses()
         self.assertGreaterEqual(got + off, want,
                                 "%s covers %.1f ms of the bottom's %.1f ms (off the CPU "
@@ -77,10 +86,15 @@ class DeepStacks(BpfTestCase):
         self.assertGreater(other["python_cut_frames"] / cut, 1000, other)
         self.assertEqual(other["python_rootless_stacks"], 0, other)
         # The root-most frames are the ones kept: <module> and main over the bottom.
+        # Without root a walk of this stack takes up to ~3.5 ms (3.8-3.10), and samples
+        # between two reads more than 10 ms apart get no stack (README: the window
+        # within which what two reads share stands between them): holes up to that
+        # window and two walks are allowed there, not longer ones.
+        hole = 10 * MS + 2 * 3500000 if backend == "perf" else 0
         roots = [s for s in trace.named("<module>") if s.depth == 0]
-        self.check_coverage(trace, roots, start, end, "<module>")
+        self.check_coverage(trace, roots, start, end, "<module>", hole)
         mains = [s for s in trace.named("main") if s.ancestors() == ["<module>"]]
-        self.check_coverage(trace, mains, start, end, "main under <module>")
+        self.check_coverage(trace, mains, start, end, "main under <module>", hole)
         # Nested as deep as a trace goes (its cap, counted), root first.
         mid = (start + end) // 2
         tid = trace.slices[0].pid
