@@ -106,6 +106,7 @@ static __always_inline void event_start(struct pytrace_event *e, __u32 tgid, __u
 	e->kind = kind;
 	e->nframes = 0;
 	e->truncated = 0;
+	e->gil = PYTRACE_GIL_UNKNOWN;
 	e->cut = 0;
 	e->args_size = 0;
 	e->names_size = 0;
@@ -368,6 +369,21 @@ static long read_frame(__u32 i, void *arg)
 	return !w->frame || w->err;
 }
 
+/* Whether the current thread, whose state is @tstate, holds its GIL (enum pytrace_gil). */
+static __always_inline __u8 gil_state(const struct pytrace_py_cfg *cfg, __u64 tstate)
+{
+	__u64 holder = 0;
+	__u32 locked = 0;
+
+	if (!cfg->gil_locked ||
+	    bpf_probe_read_user(&locked, sizeof(locked), (const void *)cfg->gil_locked) ||
+	    bpf_probe_read_user(&holder, sizeof(holder), (const void *)cfg->gil_holder) ||
+	    locked > 1)
+		return PYTRACE_GIL_UNKNOWN;
+	/* last_holder stays set when the GIL is let go: `locked` says whether it is held. */
+	return locked && holder == tstate ? PYTRACE_GIL_HELD : PYTRACE_GIL_RELEASED;
+}
+
 /*
  * Walks the current task's Python frames (it must be the thread @tid of @tgid) into
  * the scratch event of @kind and sends it. 0 when sent; -1 when there was nothing to
@@ -416,6 +432,8 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 			e->syscall_arg = kernel_u64(regs, kernel_offsets.regs_di);
 		}
 	}
+	if (kind == PYTRACE_EV_SAMPLE)
+		e->gil = gil_state(cfg, tstate);
 	w.cfg = cfg;
 	w.e = e;
 	w.frame = read_u64(tstate + cfg->tstate_frame, &w.err);

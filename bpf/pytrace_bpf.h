@@ -69,6 +69,11 @@ struct pytrace_py_cfg {
 	__u8 attr_mode;
 	__u8 pad2[5];
 	__u64 type_flags, type_basicsize, type_dictoffset, dict_values, values_items;
+	/*
+	 * The GIL's `locked` flag (a 4-byte int) and `last_holder` (a thread state), in the
+	 * target; 0 until user space found them (cpython_gil_addrs()).
+	 */
+	__u64 gil_locked, gil_holder;
 };
 
 enum pytrace_attr_mode {
@@ -141,6 +146,16 @@ enum pytrace_event_kind {
 };
 
 /*
+ * Whether a sampled thread held its interpreter's GIL: `locked` set and `last_holder` its
+ * own thread state. Read in the thread's own context, so exact: only the holder lets go.
+ */
+enum pytrace_gil {
+	PYTRACE_GIL_UNKNOWN, /* the GIL's place not found yet, or not readable */
+	PYTRACE_GIL_HELD,
+	PYTRACE_GIL_RELEASED, /* on the CPU without it (C code that let it go, or taking it) */
+};
+
+/*
  * A Python thread's frames at one instant. Only the header and @nframes frames are
  * sent: the ring holds events of different lengths. The walk puts its i-th frame (0 the
  * innermost) in frames[i % PYTRACE_BPF_MAX_FRAMES]: when @cut frames were read before
@@ -151,8 +166,9 @@ struct pytrace_event {
 	__u64 time_ns; /* CLOCK_MONOTONIC, like perf's records */
 	__u32 pid, tid;
 	__u32 cpu;
-	__u16 kind;	 /* enum pytrace_event_kind */
-	__u16 truncated; /* the chain went on past PYTRACE_BPF_WALK_FRAMES: no root */
+	__u16 kind;	/* enum pytrace_event_kind */
+	__u8 truncated; /* the chain went on past PYTRACE_BPF_WALK_FRAMES: no root */
+	__u8 gil;	/* samples: enum pytrace_gil, the thread's own at that instant */
 	__u32 nframes;
 	__u32 args_size; /* bytes of arguments after the frames */
 	/* The user registers perf records too: what joins a sample to perf's record of it. */

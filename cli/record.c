@@ -153,8 +153,12 @@ static void observe(struct session *s, const struct sampler_rec *r)
 	else if (!r->sample.stack.valid && !r->sample.stack.nkernel &&
 		 !(r->sample.npy && r->sample.py_exact))
 		n = guess_wait_stack(s, r, s->stack, MAX_FRAMES - 1);
-	if (r->kind == SREC_OFF_CPU) {
-		s->stack[n].func = symbolizer__wait_marker(s->sym, r, s->stack, (uint32_t)n);
+	/* A leaf marker: why it waited, or that it ran without the GIL. */
+	if (r->kind == SREC_OFF_CPU || r->sample.gil == SAMPLER_GIL_RELEASED) {
+		s->stack[n].func =
+			r->kind == SREC_OFF_CPU
+				? symbolizer__wait_marker(s->sym, r, s->stack, (uint32_t)n)
+				: symbolizer__gil_marker(s->sym, r);
 		s->stack[n].line = 0;
 		s->stack[n].callsite = 0;
 		s->stack[n].args = 0;

@@ -14,6 +14,7 @@ enum frame_kind {
 	FRAME_NATIVE,
 	FRAME_KERNEL,
 	FRAME_OFF_CPU, /* a synthetic leaf naming why a thread waited */
+	FRAME_NO_GIL,  /* a synthetic leaf: on the CPU without holding the GIL */
 	FRAME_KIND_COUNT,
 };
 
@@ -42,7 +43,7 @@ const struct frame_info *frame_table__get(const struct frame_table *table, uint3
 /* The argument lists shown with the table's frames (trace_frame.args), owned by it. */
 struct args_table *frame_table__args(const struct frame_table *table);
 
-/* "python", "native", "kernel" or "off-cpu": the slice category for @kind. */
+/* "python", "native", "kernel", "off-cpu" or "no-gil": the slice category for @kind. */
 const char *frame_kind__name(enum frame_kind kind);
 
 #endif

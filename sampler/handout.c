@@ -82,6 +82,7 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 		resolve_codes(q->py);
 		s->stats.kernel_samples += q->py->kernel;
 		s->rec.sample.py_exact = q->py->kernel;
+		s->rec.sample.gil = q->py->gil;
 		s->rec.sample.python = q->py->proc;
 		s->rec.sample.py_codes = q->py->codes;
 		s->rec.sample.py_frames = q->py->frames;

@@ -116,6 +116,7 @@ struct py_stack {
 	uint64_t user_ip, user_sp; /* kernel samples: the user registers perf saw too */
 	int64_t syscall;	   /* kernel switch-outs: the system call it waits in, or -1 */
 	uint64_t syscall_arg;	   /* ... and its first argument */
+	enum sampler_gil gil;	   /* kernel samples: whether the thread held the GIL */
 	uint32_t n;
 	struct cpython_code_entry **codes; /* resolved as the record goes out, under the lock */
 	struct cpython_frame frames[];
@@ -336,6 +337,7 @@ struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool
 			     uint64_t at_ns);
 void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, uint64_t found_ns);
 void track_python(struct sampler *s, struct qrec *q);
+void find_gil(struct sampler *s, uint32_t pid, uint64_t time);
 
 /* ---- waitstack.c: the stack a wait gets ---- */
 void keep_common_root(const struct sampler *s, struct py_stack *guess,

@@ -150,6 +150,9 @@ static struct py_stack *kernel_stack(struct sampler *s, struct cpython_process *
 	ps->user_sp = e->user_sp;
 	ps->syscall = e->syscall;
 	ps->syscall_arg = e->syscall_arg;
+	ps->gil = e->gil == PYTRACE_GIL_HELD	   ? SAMPLER_GIL_HELD
+		  : e->gil == PYTRACE_GIL_RELEASED ? SAMPLER_GIL_RELEASED
+						   : SAMPLER_GIL_UNKNOWN;
 	fresh_stack(s, ps);
 	return ps;
 }
@@ -277,6 +280,8 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 		qrec_free(q);
 		return NULL;
 	}
+	if (proc && e->kind == PYTRACE_EV_SAMPLE)
+		find_gil(s, e->pid, e->time_ns); /* a process that never waits has one too */
 	/* Not Python as far as we know yet: the sample is lost (perf's was dropped). */
 	ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
 	if (ps && (e->truncated || e->cut))

@@ -107,6 +107,7 @@ struct py_stack *py_stack_copy(const struct py_stack *src)
 	memcpy(ps, src, sizeof(*ps)); /* the same process: the reference taken stands */
 	ps->codes = NULL;
 	ps->kernel = false; /* a copy stands for another moment: a guess */
+	ps->gil = SAMPLER_GIL_UNKNOWN;
 	return ps;
 }
 

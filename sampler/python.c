@@ -376,10 +376,11 @@ static void track_switch_in(struct sampler *s, struct qrec *q)
 
 /*
  * Where a Python process's GIL is, read while it runs (a short-lived one is gone by
- * the time its records are named): a wait on it is told from a lock wait by its address.
- * Early in its life the interpreter may not be readable yet: tried again every 10 ms.
+ * the time its records are named): a wait on it is told from a lock wait by its address,
+ * and the kernel tells from it whether a sampled thread holds it. Early in its life the
+ * interpreter may not be readable yet: tried again every 10 ms.
  */
-static void find_gil(struct sampler *s, uint32_t pid, uint64_t time)
+void find_gil(struct sampler *s, uint32_t pid, uint64_t time)
 {
 	struct cpython_process *proc = hashmap__get(s->pythons, pid);
 
@@ -388,6 +389,8 @@ static void find_gil(struct sampler *s, uint32_t pid, uint64_t time)
 		return;
 	proc->gil_tried_ns = time;
 	proc->gil_known = !cpython_gil_addrs(proc, NULL, &proc->gil);
+	if (proc->gil_known && s->bpf)
+		bpf_reader__set_process(s->bpf, pid, proc, s->opts.read_args);
 }
 
 /* A switch-out: the stack it waits with, read by the kernel right then, else a guess. */

@@ -81,6 +81,13 @@ enum sampler_wait {
 	SAMPLER_WAIT_PREEMPTED, /* switched out while runnable: CPU contention */
 };
 
+/* Whether a sampled Python thread held its interpreter's GIL (eBPF reads it). */
+enum sampler_gil {
+	SAMPLER_GIL_UNKNOWN,
+	SAMPLER_GIL_HELD,
+	SAMPLER_GIL_RELEASED, /* on the CPU without it */
+};
+
 enum sampler_rec_kind {
 	SREC_SAMPLE,  /* on-CPU sample at time_ns */
 	SREC_OFF_CPU, /* a wait from time_ns to end_ns */
@@ -118,7 +125,8 @@ struct sampler_rec {
 			 * valid until sampler__free().
 			 */
 			const struct arg_store *py_args;
-			bool py_exact; /* read while the thread could not move */
+			bool py_exact;	      /* read while the thread could not move */
+			enum sampler_gil gil; /* SREC_SAMPLE */
 		} sample;
 		struct {
 			uint32_t ppid, ptid;

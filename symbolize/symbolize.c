@@ -397,6 +397,15 @@ uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_re
 	return frame_table__intern(sym->frames, &info);
 }
 
+uint32_t symbolizer__gil_marker(struct symbolizer *sym, const struct sampler_rec *rec)
+{
+	struct frame_info info = { "running without the GIL", "", 0, FRAME_NO_GIL };
+
+	if (rec->kind != SREC_SAMPLE || rec->sample.gil != SAMPLER_GIL_RELEASED)
+		return 0;
+	return frame_table__intern(sym->frames, &info);
+}
+
 void symbolizer__stats(const struct symbolizer *sym, struct symbolizer_stats *stats)
 {
 	struct image_stats images;

@@ -61,6 +61,12 @@ int symbolizer__stack(struct symbolizer *sym, const struct sampler_rec *rec,
 uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_rec *rec,
 				 const struct trace_frame *frames, uint32_t nframes);
 
+/*
+ * The marker frame for a sample of a Python thread running without its GIL (C code
+ * that let it go, or the thread taking it back); 0 for any other record or on failure.
+ */
+uint32_t symbolizer__gil_marker(struct symbolizer *sym, const struct sampler_rec *rec);
+
 void symbolizer__stats(const struct symbolizer *sym, struct symbolizer_stats *stats);
 
 #endif

@@ -22,7 +22,7 @@ struct read_slice {
 	uint32_t pid, tid;
 	uint64_t ts, dur;
 	char *name;
-	bool off_cpu;
+	bool off_cpu, no_gil;
 	size_t order;
 };
 
@@ -303,6 +303,7 @@ static void take_event(struct reader *r, struct read_event *ev)
 			.dur = ev->dur,
 			.name = ev->name,
 			.off_cpu = ev->cat && !strcmp(ev->cat, "off-cpu"),
+			.no_gil = ev->cat && !strcmp(ev->cat, "no-gil"),
 			.order = r->count,
 		};
 		r->count++;
@@ -384,6 +385,7 @@ static int close_slice(struct reader *r, const struct read_slice *s, uint32_t de
 		.depth = depth,
 		.name = s->name,
 		.off_cpu = s->off_cpu,
+		.no_gil = s->no_gil,
 		.start_ns = r->origin_ns + (s->ts - 1) * 1000,
 		.end_ns = r->origin_ns + (s->ts - 1 + s->dur) * 1000,
 	};

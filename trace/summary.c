@@ -41,6 +41,7 @@ struct sum_thread {
 	uint32_t pid, tid;
 	char *name;
 	uint64_t first_ns, last_ns, covered_ns, waited_ns;
+	uint64_t no_gil_ns; /* on a CPU without the GIL (marker slices, leaves) */
 	struct sum_wait *waits;
 	size_t nwaits;
 	const struct sum_name **stack; /* open slices' functions by depth */
@@ -258,7 +259,11 @@ int trace_summary__close(struct trace_summary *s, const struct trace_summary_sli
 	t->last_ns = sl->end_ns > t->last_ns ? sl->end_ns : t->last_ns;
 	if (!sl->depth)
 		t->covered_ns += ns;
-	else if (sl->depth - 1 < t->stack_cap && t->stack[sl->depth - 1])
+	if (sl->no_gil) {
+		t->no_gil_ns += ns; /* a state of its parent's time, not a function of its own */
+		return 0;
+	}
+	if (sl->depth && sl->depth - 1 < t->stack_cap && t->stack[sl->depth - 1])
 		((struct sum_name *)t->stack[sl->depth - 1])->self_ns -= (int64_t)ns;
 	if (!sl->off_cpu) {
 		n->self_ns += (int64_t)ns;
@@ -282,7 +287,7 @@ static const char *fmt_ns(char *buf, size_t size, uint64_t ns)
 struct sum_totals {
 	uint32_t pid, tid;
 	const char *name;
-	uint64_t first_ns, last_ns, cpu_ns, waited_ns;
+	uint64_t first_ns, last_ns, cpu_ns, waited_ns, no_gil_ns;
 	struct sum_wait waits[16];
 	size_t nwaits;
 	size_t nthreads;
@@ -296,6 +301,7 @@ static void add_totals(struct sum_totals *to, const struct sum_thread *t)
 	to->last_ns = t->last_ns > to->last_ns ? t->last_ns : to->last_ns;
 	to->cpu_ns += t->covered_ns > t->waited_ns ? t->covered_ns - t->waited_ns : 0;
 	to->waited_ns += t->waited_ns;
+	to->no_gil_ns += t->no_gil_ns;
 	to->nthreads++;
 	for (i = 0; i < t->nwaits; i++) {
 		for (j = 0; j < to->nwaits && to->waits[j].reason != t->waits[i].reason; j++)
@@ -326,10 +332,12 @@ static void print_totals(FILE *f, struct sum_totals *to)
 	size_t i;
 
 	qsort(to->waits, to->nwaits, sizeof(to->waits[0]), by_wait_ns);
-	fprintf(f, "wall %s, on-CPU %s (%.0f%%), waits %s", fmt_ns(a, sizeof(a), wall),
+	fprintf(f, "wall %s, on-CPU %s (%.0f%%", fmt_ns(a, sizeof(a), wall),
 		fmt_ns(b, sizeof(b), to->cpu_ns),
-		wall ? 100.0 * (double)to->cpu_ns / (double)wall : 0,
-		fmt_ns(c, sizeof(c), to->waited_ns));
+		wall ? 100.0 * (double)to->cpu_ns / (double)wall : 0);
+	if (to->no_gil_ns)
+		fprintf(f, ", %s without the GIL", fmt_ns(a, sizeof(a), to->no_gil_ns));
+	fprintf(f, "), waits %s", fmt_ns(c, sizeof(c), to->waited_ns));
 	for (i = 0; i < to->nwaits && i < SUMMARY_REASONS; i++) {
 		const char *name = to->waits[i].reason->name, *more = strstr(name, " (");
 

@@ -51,6 +51,7 @@ static int summarize(struct trace *trace, const struct slice *s)
 		.depth = s->depth,
 		.name = f ? f->name : "[bad frame id]",
 		.off_cpu = f && f->kind == FRAME_OFF_CPU,
+		.no_gil = f && f->kind == FRAME_NO_GIL,
 		.start_ns = trace->opts.origin_ns + (start_us - 1) * 1000,
 		.end_ns = trace->opts.origin_ns + (end_us - 1) * 1000,
 	};

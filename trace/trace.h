@@ -154,6 +154,7 @@ struct trace_summary_slice {
 	uint32_t pid, tid, depth;
 	const char *name; /* the function, or the reason of a wait */
 	bool off_cpu;	  /* a wait: an off-CPU reason marker */
+	bool no_gil;	  /* the marker of time on a CPU without the GIL */
 	uint64_t start_ns, end_ns;
 };
 

@@ -88,6 +88,58 @@ static int read_text(const char *dir, const char *json, struct trace_summary *s)
 	return trace_summary__read_json(s, path);
 }
 
+/*
+ * main [0, 100): work [10, 60) ran without the GIL in [20, 50) (a leaf marker); a JSON
+ * trace says the same by the marker's category. The marker is a state of its parent's
+ * time: in the totals, not a function taking work's self time.
+ */
+static void test_summary__no_gil(void **state)
+{
+	static const char trace[] =
+		"{\"traceEvents\":[\n"
+		"{\"ph\":\"X\",\"pid\":10,\"tid\":11,\"ts\":1,\"dur\":100000,\"name\":\"main\","
+		"\"cat\":\"python\"},\n"
+		"{\"ph\":\"X\",\"pid\":10,\"tid\":11,\"ts\":10001,\"dur\":50000,\"name\":\"work\","
+		"\"cat\":\"python\"},\n"
+		"{\"ph\":\"X\",\"pid\":10,\"tid\":11,\"ts\":20001,\"dur\":30000,"
+		"\"name\":\"running without the GIL\",\"cat\":\"no-gil\"}\n"
+		"],\"otherData\":{\"origin_ns\":0}}\n";
+	struct trace_summary_slice marker = { .pid = 10,
+					      .tid = 11,
+					      .depth = 2,
+					      .name = "running without the GIL",
+					      .no_gil = true,
+					      .start_ns = 20000000,
+					      .end_ns = 50000000 };
+	struct trace_summary *fed = trace_summary__new(), *read = trace_summary__new();
+	char *dir = support_tempdir(), *text[2];
+	int i;
+
+	(void)state;
+	assert_non_null(fed);
+	assert_non_null(read);
+	assert_int_equal(trace_summary__open(fed, 10, 11, 0, "main"), 0);
+	assert_int_equal(trace_summary__open(fed, 10, 11, 1, "work"), 0);
+	assert_int_equal(trace_summary__open(fed, 10, 11, 2, marker.name), 0);
+	assert_int_equal(trace_summary__close(fed, &marker), 0);
+	close_slice(fed, 1, "work", false, 10, 60);
+	close_slice(fed, 0, "main", false, 0, 100);
+	assert_int_equal(read_text(dir, trace, read), 0);
+	text[0] = report_text(fed);
+	text[1] = report_text(read);
+	for (i = 0; i < 2; i++) {
+		assert_non_null(strstr(text[i], "wall 100.0 ms, on-CPU 100.0 ms (100%, 30.0 ms "
+						"without the GIL), waits 0.0 ms\n"));
+		assert_non_null(strstr(text[i], "50.0 ms  50%  main\n"));
+		assert_non_null(strstr(text[i], "50.0 ms  50%  work\n"));
+		assert_null(strstr(text[i], "%  running without the GIL"));
+		free(text[i]);
+	}
+	trace_summary__free(fed);
+	trace_summary__free(read);
+	support_rmdir(dir);
+}
+
 static void test_summary__read_json(void **state)
 {
 	static const char trace[] =
@@ -167,6 +219,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_summary__figures),
 		cmocka_unit_test(test_summary__read_json),
+		cmocka_unit_test(test_summary__no_gil),
 		cmocka_unit_test(test_summary__not_traces),
 	};
 
