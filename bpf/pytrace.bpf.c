@@ -244,6 +244,16 @@ struct walk_buf {
 	__u32 nsending;
 	__u32 names_used; /* bytes of names filled (not in the walk's state: see last_code) */
 	__u32 pid;	  /* the process walked */
+	/*
+	 * The walk's state for what read_values() reads, here for the same reason: what
+	 * it reads from the walk's stack, the verifier follows into every call.
+	 */
+	__u32 walk_id;	  /* tells this walk's seen_* from earlier walks' */
+	__u32 at;	  /* the frame being read */
+	__u32 args_used;  /* bytes of args filled */
+	__u32 index_base; /* 0: parameters; 0x80: a pool worker's task locals */
+	__u8 args_cut;
+	__u8 slots_read; /* the frame's span held its slots */
 	__u8 args[PYTRACE_BPF_ARGS_BYTES];
 	/* Apart from the arguments: sent or not, they must not change which fit. */
 	__u8 names[PYTRACE_BPF_NAMES_BYTES];
@@ -256,19 +266,13 @@ struct {
 	__type(value, struct walk_buf);
 } walk_bufs SEC(".maps");
 
-/* Where a frame walk stands, between calls of read_frame() and read_arg(). */
+/* Where a frame walk stands, between calls of read_frame(). */
 struct frame_walk {
 	const struct pytrace_py_cfg *cfg;
 	struct pytrace_event *e;
 	struct walk_buf *buf;
 	__u64 frame; /* the next frame to read; 0 at the end of the chain */
-	__u32 args_used; /* bytes of buf->args filled */
-	__u32 at;	 /* the frame being read */
-	__u32 index_base; /* 0: parameters; 0x80: a pool worker's task locals */
 	int err;
-	int args_cut;
-	int slots_read; /* the frame's span held its slots */
-	__u32 walk_id;	/* tells this walk's buf->seen_* from earlier walks' */
 };
 
 /*
@@ -318,10 +322,10 @@ static long read_frame(__u32 i, void *arg)
 	if (i >= PYTRACE_BPF_WALK_FRAMES)
 		return 1;
 	len = span_len(cfg->frame_span_len);
-	w->slots_read = cfg->slots_in_span;
+	b->slots_read = cfg->slots_in_span;
 	if (bpf_probe_read_user(b->frame, len, (const void *)(frame + cfg->frame_span_at))) {
 		len = span_len(cfg->frame_base_len);
-		w->slots_read = 0;
+		b->slots_read = 0;
 		if (!cfg->slots_in_span ||
 		    bpf_probe_read_user(b->frame, len, (const void *)(frame + cfg->frame_span_at))) {
 			w->err = 1;
@@ -341,7 +345,7 @@ static long read_frame(__u32 i, void *arg)
 	f->instr = span_u64(b->frame, cfg->frame_instr);
 	f->owner = cfg->frame_owner ? (__u8)span_u64(b->frame, cfg->frame_owner) : 0;
 	f->filename = f->name = 0;
-	w->at = i;
+	b->at = i;
 	w->e->nframes = i + 1; /* frames read so far; then those sent, see walk_and_send */
 	w->frame = span_u64(b->frame, cfg->frame_previous);
 	if (code) {
@@ -358,13 +362,8 @@ static long read_frame(__u32 i, void *arg)
 		b->last_code = code;
 		f->filename = span_u64(b->code, cfg->code_filename);
 		f->name = span_u64(b->code, cfg->code_name);
-		if (cfg->read_args && !w->args_cut) {
-			read_args(w, frame);
-			if (code == cfg->task_code[0] || code == cfg->task_code[1])
-				read_task(w, frame, code == cfg->task_code[1]);
-		}
 		if (cfg->read_args)
-			read_code_name(b, cfg, i, code);
+			read_values(b, cfg, frame, code);
 	}
 	return !w->frame || w->err;
 }
@@ -409,7 +408,10 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	w.buf = bpf_map_lookup_elem(&walk_bufs, &kind);
 	if (!e || !w.buf)
 		return -1;
-	w.walk_id = ++w.buf->walks; /* per CPU and kind: no other walk runs on it meanwhile */
+	w.buf->walk_id = ++w.buf->walks; /* per CPU and kind: no other walk runs on it meanwhile */
+	w.buf->args_used = 0;
+	w.buf->args_cut = 0;
+	w.buf->index_base = 0;
 	w.buf->last_code = 0;
 	w.buf->nsending = 0;
 	w.buf->names_used = 0;
@@ -454,11 +456,11 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 		e->cut = e->nframes - PYTRACE_BPF_MAX_FRAMES;
 		e->nframes = PYTRACE_BPF_MAX_FRAMES;
 	}
-	if (w.args_cut)
+	if (w.buf->args_cut)
 		count(PYTRACE_STAT_ARGS_CUT);
 	/* Masked for the verifier (nframes <= MAX_FRAMES already): the tail has room for twice. */
 	frames_size = (e->nframes & (2 * PYTRACE_BPF_MAX_FRAMES - 1)) * sizeof(e->frames[0]);
-	args_size = w.args_used;
+	args_size = w.buf->args_used;
 	if (args_size > PYTRACE_BPF_ARGS_BYTES)
 		args_size = PYTRACE_BPF_ARGS_BYTES;
 	/* Keeps the compiler from using an unchecked copy (see read_frame). */

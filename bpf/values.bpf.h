@@ -1,8 +1,8 @@
 /*
  * What the frame walk of pytrace.bpf.c reads with each frame besides the frame itself:
  * its parameters' values, a pool worker loop's task locals, and its code object's name
- * and file. Included by pytrace.bpf.c after the walk's state (struct walk_buf, struct
- * frame_walk, span_u64()); not a header of its own.
+ * and file (read_values()). Included by pytrace.bpf.c after the walk's buffer (struct
+ * walk_buf, span_u64()); not a header of its own.
  */
 #ifndef PYTRACE_BPF_VALUES_BPF_H
 #define PYTRACE_BPF_VALUES_BPF_H
@@ -58,44 +58,51 @@ static __always_inline __u32 seen_slot(__u64 obj)
  * Copies the record of @obj, when it was read earlier in this walk, to @at: true then.
  * Records lie in order, so a copy from an earlier one never overwrites its own source.
  */
-static __always_inline bool copy_seen(struct frame_walk *w, __u64 obj, __u32 at)
+static __always_inline bool copy_seen(struct walk_buf *b, __u64 obj, __u32 at)
 {
 	__u32 k = seen_slot(obj), from;
 
-	if (w->buf->seen_obj[k] != obj || w->buf->seen_walk[k] != w->walk_id)
+	if (b->seen_obj[k] != obj || b->seen_walk[k] != b->walk_id)
 		return false;
-	from = w->buf->seen_at[k];
+	from = b->seen_at[k];
 	asm volatile("" : "+r"(from)); /* masked, see read_frame */
 	from &= PYTRACE_BPF_ARGS_BYTES - 1;
 	if (from > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES ||
 	    at > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES)
 		return false;
 	/* Overlapping only past the earlier record's own bytes: those are never written. */
-	return !bpf_probe_read_kernel(w->buf->args + at, ARG_MAX_BYTES, w->buf->args + from);
+	return !bpf_probe_read_kernel(b->args + at, ARG_MAX_BYTES, b->args + from);
 }
+
+/* What read_arg() works with (a bpf_loop() body gets one pointer). */
+struct arg_walk {
+	struct walk_buf *buf;
+	const struct pytrace_py_cfg *cfg;
+};
 
 /* Reads argument @j of the frame being read; 1 ends (no room left). A bpf_loop() body. */
 static long read_arg(__u32 j, void *arg)
 {
-	struct frame_walk *w = arg;
+	struct arg_walk *w = arg;
+	struct walk_buf *b = w->buf;
 	struct pytrace_raw_arg *a;
-	__u32 at = w->args_used, len = 0;
+	__u32 at = b->args_used, len = 0;
 	__u64 obj, text;
 
 	if (j >= PYTRACE_BPF_MAX_ARGS || at > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES) {
-		w->args_cut = 1;
+		b->args_cut = 1;
 		return 1;
 	}
 	asm volatile("" : "+r"(j)); /* masked, see read_frame */
-	obj = w->buf->slots[j & (PYTRACE_BPF_MAX_ARGS - 1)];
-	a = (struct pytrace_raw_arg *)(w->buf->args + at);
-	if (obj && copy_seen(w, obj, at)) {
-		a->frame = w->at;
-		a->index = w->index_base + j;
+	obj = b->slots[j & (PYTRACE_BPF_MAX_ARGS - 1)];
+	a = (struct pytrace_raw_arg *)(b->args + at);
+	if (obj && copy_seen(b, obj, at)) {
+		a->frame = b->at;
+		a->index = b->index_base + j;
 		goto done;
 	}
-	a->frame = w->at;
-	a->index = w->index_base + j;
+	a->frame = b->at;
+	a->index = b->index_base + j;
 	a->flags = 0;
 	a->text_len = 0;
 	a->pad = 0;
@@ -113,20 +120,20 @@ static long read_arg(__u32 j, void *arg)
 		asm volatile("" : "+r"(len)); /* masked, see read_frame */
 		len &= 2 * PYTRACE_BPF_ARG_TEXT - 1;
 		if (text && len &&
-		    bpf_probe_read_user(w->buf->args + at + sizeof(*a), len, (const void *)text))
+		    bpf_probe_read_user(b->args + at + sizeof(*a), len, (const void *)text))
 			a->flags = PYTRACE_ARG_UNREADABLE;
 		else if (text)
 			a->text_len = len;
 		if (!a->flags) {
 			__u32 k = seen_slot(obj);
 
-			w->buf->seen_obj[k] = obj;
-			w->buf->seen_at[k] = at;
-			w->buf->seen_walk[k] = w->walk_id;
+			b->seen_obj[k] = obj;
+			b->seen_at[k] = at;
+			b->seen_walk[k] = b->walk_id;
 		}
 	}
 done:
-	w->args_used = at + sizeof(*a) + ((a->text_len + 7) & ~7U);
+	b->args_used = at + sizeof(*a) + ((a->text_len + 7) & ~7U);
 	return 0;
 }
 
@@ -229,16 +236,17 @@ __noinline int read_code_name(struct walk_buf *b, const struct pytrace_py_cfg *c
 }
 
 /* The parameters of the frame just read (its code object's span in the walk's buffer). */
-static __always_inline void read_args(struct frame_walk *w, __u64 frame)
+static __always_inline void read_args(struct arg_walk *w, __u64 frame)
 {
 	const struct pytrace_py_cfg *cfg = w->cfg;
+	struct walk_buf *b = w->buf;
 	__s32 argc, kwonly;
 	__u32 n;
 
 	if (cfg->code_argcount > PYTRACE_BPF_SPAN - 16)
 		return;
-	argc = *(const __s32 *)(w->buf->code + cfg->code_argcount);
-	kwonly = *(const __s32 *)(w->buf->code + cfg->code_argcount + 8);
+	argc = *(const __s32 *)(b->code + cfg->code_argcount);
+	kwonly = *(const __s32 *)(b->code + cfg->code_argcount + 8);
 	if (argc < 0 || kwonly < 0 || argc > 65535 || kwonly > 65535)
 		return;
 	n = (__u32)argc + (__u32)kwonly;
@@ -248,10 +256,10 @@ static __always_inline void read_args(struct frame_walk *w, __u64 frame)
 		return;
 	asm volatile("" : "+r"(n)); /* masked, see read_frame: slots has room for 15 */
 	n &= 2 * PYTRACE_BPF_MAX_ARGS - 1;
-	if (w->slots_read) {
+	if (b->slots_read) {
 		for (int k = 0; k < PYTRACE_BPF_MAX_ARGS; k++)
-			w->buf->slots[k] = span_u64(w->buf->frame, cfg->frame_slots + 8 * k);
-	} else if (bpf_probe_read_user(w->buf->slots, n * 8,
+			b->slots[k] = span_u64(b->frame, cfg->frame_slots + 8 * k);
+	} else if (bpf_probe_read_user(b->slots, n * 8,
 				       (const void *)(frame + cfg->frame_localsplus))) {
 		return; /* the frame goes without its arguments */
 	}
@@ -323,25 +331,47 @@ static __noinline __u64 first_attr(const struct pytrace_py_cfg *cfg, __u64 obj)
 }
 
 /* A pool worker loop's frame: the locals that say which task it runs (cpython/args.c). */
-static __always_inline void read_task(struct frame_walk *w, __u64 frame, __u32 k)
+static __always_inline void read_task(struct arg_walk *w, __u64 frame, __u32 k)
 {
 	const struct pytrace_py_cfg *cfg = w->cfg;
+	struct walk_buf *b = w->buf;
 	__u64 locals = frame + cfg->frame_localsplus;
 
 	k &= 1;
-	if (bpf_probe_read_user(&w->buf->slots[0], 8,
+	if (bpf_probe_read_user(&b->slots[0], 8,
 				(const void *)(locals + cfg->task_slot[k][0] * 8)) ||
-	    bpf_probe_read_user(&w->buf->slots[1], 8,
-				(const void *)(locals + cfg->task_slot[k][1] * 8)))
+	    bpf_probe_read_user(&b->slots[1], 8, (const void *)(locals + cfg->task_slot[k][1] * 8)))
 		return;
 	if (cfg->task_item[k]) {
 		/* An executor's work item: its work id, no task between tasks (see args.c). */
-		w->buf->slots[0] = w->buf->slots[0] ? first_attr(cfg, w->buf->slots[0]) : 0;
-		w->buf->slots[1] = 0;
+		b->slots[0] = b->slots[0] ? first_attr(cfg, b->slots[0]) : 0;
+		b->slots[1] = 0;
 	}
-	w->index_base = 0x80;
+	b->index_base = 0x80;
 	bpf_loop(2, read_arg, w, 0);
-	w->index_base = 0;
+	b->index_base = 0;
+}
+
+/*
+ * What a walk reads with the frame it just read (@frame, its code object @code in
+ * @b->code): the parameters' values, a pool loop's task locals, the code's names. A
+ * global function: the verifier checks it once, apart from the walk's states (inline,
+ * it checked it in each of them: ~77,000 instructions a program, 0.2 s of start-up).
+ */
+__noinline int read_values(struct walk_buf *b, const struct pytrace_py_cfg *cfg, __u64 frame,
+			   __u64 code)
+{
+	struct arg_walk w = { b, cfg };
+
+	if (!b || !cfg)
+		return 0;
+	if (!b->args_cut) {
+		read_args(&w, frame);
+		if (code == cfg->task_code[0] || code == cfg->task_code[1])
+			read_task(&w, frame, code == cfg->task_code[1]);
+	}
+	read_code_name(b, cfg, b->at, code);
+	return 0;
 }
 
 /* The names this walk put in its event went out: not sent again for a while. */

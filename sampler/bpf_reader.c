@@ -30,6 +30,24 @@ static int silent(enum libbpf_print_level level, const char *fmt, va_list ap)
 	return 0;
 }
 
+/* How much the verifier checked of each program: most of our start-up (-vv). */
+static void log_verifier_work(struct bpf_object *obj)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, obj)
+	{
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+
+		memset(&info, 0, sizeof(info));
+		if (bpf_program__fd(prog) >= 0 &&
+		    !bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len))
+			pr_debug("program %s: %u instructions verified", bpf_program__name(prog),
+				 info.verified_insns);
+	}
+}
+
 static int on_event(void *arg, void *data, size_t size)
 {
 	struct bpf_reader *b = arg;
@@ -80,6 +98,7 @@ struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches)
 	err = pytrace_bpf__load(b->skel);
 	if (err)
 		goto out_destroy;
+	log_verifier_work(b->skel->obj);
 	err = pytrace_bpf__attach(b->skel);
 	if (err)
 		goto out_destroy;
