@@ -38,7 +38,8 @@ class DeepStacks(BpfTestCase):
         """@slices cover the bottom's span but for its edges: a sample's period at each
         end, and 2 % for the clocks' reads; time the thread spent off the CPU (waiting
         for one on a busy machine) is the machine's, and counts as covered. Holes between
-        the slices up to @hole ns are allowed too, and then none longer."""
+        the slices up to @hole ns are allowed too, and then none longer, and as much
+        again at the span's ends (a hole there has no slice after it, or before it)."""
         tid = trace.slices[0].pid
         got = covered(slices, start, end)
         off = trace.off_cpu(tid, start, end)
@@ -50,7 +51,7 @@ class DeepStacks(BpfTestCase):
                             "%s: holes of %s ms, %.1f ms allowed" %
                             (what, [round(h / MS, 1) for h in holes], hole / MS))
         want = (end - start) - 2 * PERIOD - 0.02 * (end - start) - sum(
-            min(h, hole) for h in holes)
+            min(h, hole) for h in holes) - hole
         lost = trace.losses()
         self.assertGreaterEqual(got + off, want,
                                 "%s covers %.1f ms of the bottom's %.1f ms (off the CPU "
@@ -89,7 +90,9 @@ class DeepStacks(BpfTestCase):
         # Without root a walk of this stack takes up to ~3.5 ms (3.8-3.10), and samples
         # between two reads more than 10 ms apart get no stack (README: the window
         # within which what two reads share stands between them): holes up to that
-        # window and two walks are allowed there, not longer ones.
+        # window and two walks are allowed there, not longer ones, and as much at the
+        # bottom's end: the fixture unwinds and exits right after it, so the last samples
+        # have no read after them to stand between (seen: 11.7 ms under a CPU hog).
         hole = 10 * MS + 2 * 3500000 if backend == "perf" else 0
         roots = [s for s in trace.named("<module>") if s.depth == 0]
         self.check_coverage(trace, roots, start, end, "<module>", hole)
