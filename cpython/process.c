@@ -163,10 +163,15 @@ static void note_task_code(struct cpython_process *p, const struct cpython_code_
 void cpython_code_name_seen(struct cpython_process *p, uint64_t code, uint64_t fingerprint,
 			    const char *name, const char *file)
 {
+	struct cpython_code_entry *e;
 	struct noted_name *n;
 	size_t len = strlen(name), flen = file ? strlen(file) : 0;
 
-	if (!p->codes || cpython_code_lookup(p, code, fingerprint) || noted(p, code, fingerprint))
+	if (!p->codes || noted(p, code, fingerprint))
+		return;
+	/* Kept for one found unreadable too (read late, from outside): see cache_code(). */
+	e = cpython_code_lookup(p, code, fingerprint);
+	if (e && !e->unreadable)
 		return;
 	n = malloc(sizeof(*n) + len + flen + 2);
 	if (!n)
@@ -213,7 +218,7 @@ static int name_gone(struct cpython_process *p, const struct cpython_mem *mem, u
 /*
  * Reads a code object into the cache unless it is there already; one that is gone by
  * now is named by name_gone() (@filename: its co_filename's pointer as read with its
- * frame, 0 when not known), if it can be.
+ * frame, 0 when not known), if it can be, and found unreadable, once it can be.
  */
 static void cache_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
 		       uint64_t fingerprint, uint64_t filename)
@@ -224,7 +229,12 @@ static void cache_code(struct cpython_process *p, const struct cpython_mem *mem,
 	if (!p->codes)
 		return;
 	e = cpython_code_lookup(p, code, fingerprint);
-	if (e) {
+	/*
+	 * One found unreadable (read from outside after it was gone, before the kernel
+	 * read the process) that the kernel named since gets a new entry, found first from
+	 * now on; the old one stays for the records that point at it.
+	 */
+	if (e && !(e->unreadable && noted(p, code, fingerprint))) {
 		/* Read for another process sharing the cache (a forked sibling). */
 		if (!e->unreadable && e->info.task_kind)
 			note_task_code(p, e);
@@ -568,7 +578,9 @@ bool cpython_all_read(struct cpython_process *p, const struct cpython_frame *fra
 		struct cpython_code_entry *e =
 			cpython_code_lookup(p, frames[i].code, frames[i].fingerprint);
 
-		if (!e || (!e->unreadable && e->info.task_kind && !task_code_noted(p, e)))
+		/* A code found gone that the kernel named since is read again (cache_code()). */
+		if (!e || (!e->unreadable && e->info.task_kind && !task_code_noted(p, e)) ||
+		    (e->unreadable && noted(p, e->code, e->fingerprint)))
 			return false;
 	}
 	return true;

