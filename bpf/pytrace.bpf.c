@@ -434,8 +434,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 			e->syscall_arg = kernel_u64(regs, kernel_offsets.regs_di);
 		}
 	}
-	if (kind == PYTRACE_EV_SAMPLE)
-		e->gil = gil_state(cfg, tstate);
+	e->gil = gil_state(cfg, tstate);
 	w.cfg = cfg;
 	w.e = e;
 	w.frame = read_u64(tstate + cfg->tstate_frame, &w.err);

@@ -146,8 +146,9 @@ enum pytrace_event_kind {
 };
 
 /*
- * Whether a sampled thread held its interpreter's GIL: `locked` set and `last_holder` its
- * own thread state. Read in the thread's own context, so exact: only the holder lets go.
+ * Whether a sampled or switched-out thread held its interpreter's GIL: `locked` set and
+ * `last_holder` its own thread state. Read in the thread's own context, so exact: only
+ * the holder lets go (and a thread off the CPU holds it, or not, until it runs again).
  */
 enum pytrace_gil {
 	PYTRACE_GIL_UNKNOWN, /* the GIL's place not found yet, or not readable */
@@ -168,7 +169,7 @@ struct pytrace_event {
 	__u32 cpu;
 	__u16 kind;	/* enum pytrace_event_kind */
 	__u8 truncated; /* the chain went on past PYTRACE_BPF_WALK_FRAMES: no root */
-	__u8 gil;	/* samples: enum pytrace_gil, the thread's own at that instant */
+	__u8 gil;	/* enum pytrace_gil: the thread's own at that instant */
 	__u32 nframes;
 	__u32 args_size; /* bytes of arguments after the frames */
 	/* The user registers perf records too: what joins a sample to perf's record of it. */

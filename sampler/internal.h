@@ -116,7 +116,7 @@ struct py_stack {
 	uint64_t user_ip, user_sp; /* kernel samples: the user registers perf saw too */
 	int64_t syscall;	   /* kernel switch-outs: the system call it waits in, or -1 */
 	uint64_t syscall_arg;	   /* ... and its first argument */
-	enum sampler_gil gil;	   /* kernel samples: whether the thread held the GIL */
+	enum sampler_gil gil;	   /* kernel readings: whether the thread held the GIL */
 	uint32_t n;
 	struct cpython_code_entry **codes; /* resolved as the record goes out, under the lock */
 	struct cpython_frame frames[];

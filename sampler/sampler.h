@@ -81,7 +81,7 @@ enum sampler_wait {
 	SAMPLER_WAIT_PREEMPTED, /* switched out while runnable: CPU contention */
 };
 
-/* Whether a sampled Python thread held its interpreter's GIL (eBPF reads it). */
+/* Whether a Python thread held its interpreter's GIL, sampled or waiting (eBPF reads it). */
 enum sampler_gil {
 	SAMPLER_GIL_UNKNOWN,
 	SAMPLER_GIL_HELD,
@@ -126,7 +126,7 @@ struct sampler_rec {
 			 */
 			const struct arg_store *py_args;
 			bool py_exact;	      /* read while the thread could not move */
-			enum sampler_gil gil; /* SREC_SAMPLE */
+			enum sampler_gil gil; /* as sampled, or as it switched out to wait */
 		} sample;
 		struct {
 			uint32_t ppid, ptid;

@@ -250,6 +250,7 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 		r->sample.npy = s->held_py->n;
 		r->sample.py_args = s->args;
 		r->sample.py_exact = s->held_py->exact;
+		r->sample.gil = s->held_py->gil; /* the kernel's, at the switch (copies: unknown) */
 	}
 	if (t->out_sample &&
 	    decode_sample(t->out_sample->data, t->out_sample->size, s->opts.kernel_stacks, &v)) {

@@ -369,14 +369,15 @@ uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_re
 				 const struct trace_frame *frames, uint32_t nframes)
 {
 	struct frame_info info = { .kind = FRAME_OFF_CPU, .file = "" };
-	const char *reason = NULL;
+	const char *reason = NULL, *gil;
+	char held[96];
 	uint32_t i;
 
 	if (rec->sample.wait == SAMPLER_WAIT_PREEMPTED) {
 		info.name = "preempted (runnable, waiting for a CPU)";
 		return frame_table__intern(sym->frames, &info);
 	}
-	reason = gil_wait(rec);
+	reason = gil = gil_wait(rec);
 	if (!reason && rec->sample.syscall >= 0)
 		reason = classify(syscall_name(rec->sample.syscall));
 	/* Else the innermost user function, usually the libc wrapper it blocked in. */
@@ -394,6 +395,15 @@ uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_re
 			break;
 	}
 	info.name = reason ? reason : "blocked";
+	/*
+	 * Blocked holding the GIL (C code that did not let it go: every other thread of
+	 * the interpreter waits too). Preempted threads hold it as a rule: not said; nor
+	 * for the GIL's own waits (dropping it, a thread holds it until it has its mutex).
+	 */
+	if (rec->sample.gil == SAMPLER_GIL_HELD && !gil) {
+		snprintf(held, sizeof(held), "holding the GIL: %s", info.name);
+		info.name = held;
+	}
 	return frame_table__intern(sym->frames, &info);
 }
 

@@ -56,7 +56,8 @@ int symbolizer__stack(struct symbolizer *sym, const struct sampler_rec *rec,
 /*
  * The marker frame for an off-CPU record: why it waited ("preempted", "sleep", "lock
  * (futex)" ...), from the syscall when known, else the libc function it blocked in
- * among @frames. 0 on failure.
+ * among @frames; "holding the GIL: sleep" when it blocked with its GIL held (eBPF).
+ * 0 on failure.
  */
 uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_rec *rec,
 				 const struct trace_frame *frames, uint32_t nframes);

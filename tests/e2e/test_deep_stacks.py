@@ -72,8 +72,16 @@ class DeepStacks(BpfTestCase):
             self.assertEqual(anc[:-2], ["dive"] * 301, (s, len(anc)))
         self.check_coverage(trace, spins, start, end, "spin under the whole stack")
         if backend == "bpf":
-            # Read in the kernel at each sample: one slice for the one call.
-            self.assertEqual(len(spins), 1, spins)
+            # Read in the kernel at each sample: one slice for the one call. What a
+            # split was, if any: the pieces (ms from the bottom's start), their
+            # arguments, what the thread showed between them, the tool's counters.
+            tid = spins[0].tid
+            between = [(round((o.start_ns - start) / MS, 2), round(o.dur / 1000, 2), o.name)
+                       for o in trace.slices if o.tid == tid and o.cat == "off-cpu" and
+                       o.end_ns > start and o.start_ns < end]
+            self.assertEqual(len(spins), 1, "spin in %d pieces: %s; off the CPU: %s; %s" % (
+                len(spins), [(round((o.start_ns - start) / MS, 2), round(o.dur / 1000, 2),
+                              o.args) for o in spins], between[:10], trace.other))
         other = trace.other
         self.assertEqual(other["python_cut_stacks"], 0, other)
 

@@ -16,7 +16,9 @@ import re
 import unittest
 
 from pythons import per_interpreter
-from tracefile import ROOT, BpfTestCase, Trace, run_tool
+from tracefile import ROOT, BpfTestCase, Trace, run_tool, union_ns
+
+MS = 1000000
 
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_no_gil.py")
 
@@ -71,6 +73,55 @@ class NoGil(BpfTestCase):
 
 
 per_interpreter(NoGil)
+
+HELD = os.path.join(ROOT, "tests", "fixtures", "py_gil_held.py")
+HOLDING = "holding the GIL: "
+USLEEP_NS = 200 * MS  # the fixture's usleep()
+
+
+class BlockedHoldingGil(BpfTestCase):
+    """A wait the thread spent holding the GIL (usleep() through ctypes.PyDLL, which
+    keeps it: every other thread of the interpreter waits too) is labelled so with eBPF
+    ("holding the GIL: sleep"), read in the kernel as the thread switched out; the same
+    thread's time.sleep(), which lets the GIL go, is not. The perf backend never says
+    it."""
+
+    def check(self, python, backend):
+        out = os.path.join(self.dir, "held.json")
+        p = run_tool(["-q", "--backend", backend, "-o", out, "--", python, HELD])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        spans = {m.group(1): [int(x) for x in m.groups()[1:]]
+                 for m in re.finditer(r"^(held|free) (\d+) (\d+) (\d+)$", p.stdout, re.M)}
+        self.assertEqual(sorted(spans), ["free", "held"], p.stdout)
+        trace = Trace(out)
+        holding = [s for s in trace.slices if s.cat == "off-cpu" and s.name.startswith(HOLDING)]
+        tid, start, end = spans["held"]
+        if backend == "perf":
+            self.assertEqual(holding, [], "the perf backend does not read the GIL's state")
+            return
+        mine = [(s.start_ns, s.end_ns) for s in holding if s.tid == tid]
+        got = union_ns(mine, start, end)
+        # usleep(200 ms) sleeps that long at least; the span the fixture measured is
+        # longer by what follows it before the clock read (taking the GIL back from the
+        # other thread, a few ms, labelled as a GIL wait). Less 1 ms: the microseconds
+        # from the call to the switch-out, and the trace's microsecond grid.
+        want = USLEEP_NS - MS
+        waits = [(round((s.start_ns - start) / MS, 1), round(s.dur / 1000, 1), s.name)
+                 for s in trace.slices if s.tid == tid and s.cat == "off-cpu" and
+                 s.end_ns > start and s.start_ns < end]
+        self.assertGreaterEqual(got, want, "%.1f ms of a 200 ms usleep() holding the GIL are "
+                                "labelled so (in %.1f ms measured around it); the thread's "
+                                "waits then (ms from the start, ms, name): %s"
+                                % (got / MS, (end - start) / MS, waits))
+        self.assertTrue(all(s.name[len(HOLDING):] == "sleep" for s in holding if s.tid == tid),
+                        [s.name for s in holding])
+        _, mid, end = spans["free"]
+        wrong = union_ns(mine, mid + MS, end - MS)
+        self.assertEqual(wrong, 0, "time.sleep() lets the GIL go, yet %.1f ms of it are "
+                         "labelled as holding it" % (wrong / MS))
+
+
+per_interpreter(BlockedHoldingGil)
 
 
 if __name__ == "__main__":
