@@ -297,6 +297,21 @@ static __always_inline __u64 span_u64(const __u8 *span, __u64 off)
 	return *(const __u64 *)(span + off);
 }
 
+/*
+ * The name word of the code object whose span is in @code: co_name's pointer with
+ * co_version's low 16 bits above it (cpython_name_word()). Masked, not branched on:
+ * branches in the frame walk multiply the verifier's work.
+ */
+static __always_inline __u64 name_word(const __u8 *code, const struct pytrace_py_cfg *cfg)
+{
+	__u32 at = (__u32)cfg->code_version;
+
+	asm volatile("" : "+r"(at));
+	at &= PYTRACE_BPF_SPAN - 1; /* within code[2 * SPAN] with room for 4 bytes */
+	return span_u64(code, cfg->code_name) |
+	       ((__u64)(*(const __u32 *)(code + at)) & cfg->version_mask) << 48;
+}
+
 #include "values.bpf.h"
 
 /*
@@ -361,7 +376,7 @@ static long read_frame(__u32 i, void *arg)
 		}
 		b->last_code = code;
 		f->filename = span_u64(b->code, cfg->code_filename);
-		f->name = span_u64(b->code, cfg->code_name);
+		f->name = name_word(b->code, cfg);
 		if (cfg->read_args)
 			read_values(b, cfg, frame, code);
 	}

@@ -32,6 +32,11 @@ struct pytrace_py_cfg {
 	__u64 frame_owner; /* 0: no owner field (<= 3.10) */
 	__u64 code_filename;
 	__u64 code_name;
+	/*
+	 * co_version (3.12-3.13), from the code span too: the low 16 bits go above co_name's
+	 * pointer in the frame's name word (cpython_name_word()); version_mask 0: none.
+	 */
+	__u64 code_version, version_mask;
 	__u64 code_argcount; /* int; co_kwonlyargcount 8 bytes on */
 	__u64 frame_span_at, frame_span_len, code_span_at, code_span_len;
 	__u64 frame_localsplus; /* from the frame itself: its parameters' slots */
@@ -104,7 +109,8 @@ struct pytrace_kernel_offsets {
 
 /*
  * One frame as read in the kernel; user space turns it into names and lines. The code
- * object's co_filename and co_name: what tells a code object from another made at its
+ * object's co_filename and co_name (its word: the pointer with co_version's low bits
+ * above it, see cpython_name_word()): what tells a code object from another made at its
  * address, and names it once it is gone (a module's body, freed right after it ran).
  */
 struct pytrace_raw_frame {

@@ -207,7 +207,8 @@ __noinline int read_code_name(struct walk_buf *b, const struct pytrace_py_cfg *c
 	at = b->names_used;
 	name = span_u64(b->code, cfg->code_name);
 	filename = span_u64(b->code, cfg->code_filename);
-	fingerprint = filename ^ (name << 1); /* tells one made at a freed one's address */
+	/* Tells one made at a freed one's address (cpython_fingerprint()). */
+	fingerprint = filename ^ (name_word(b->code, cfg) << 1);
 	if (b->named_code[k] == code && b->named_fingerprint[k] == fingerprint &&
 	    b->named_pid[k] == pid)
 		return 0;

@@ -74,6 +74,7 @@ struct cpython_layout {
 	unsigned owner_first_skipped; /* owners >= this are C-stack/interpreter shims */
 	enum cpython_instr instr;
 	uint64_t code_filename, code_name, code_qualname, code_firstlineno, code_linetable;
+	uint64_t code_version;	/* 3.12-3.13: uint32_t co_version (cpython_name_word()); 0: none */
 	uint64_t code_adaptive; /* 3.11+: offset of the bytecode inside the code object */
 	enum cpython_lines lines;
 	uint64_t object_type, type_name; /* PyObject.ob_type, PyTypeObject.tp_name */
@@ -400,10 +401,28 @@ uint32_t cpython_thread_tid(const struct cpython_process *p, uint64_t tstate);
 int cpython_main_interp(const struct cpython_process *p, const struct cpython_mem *mem,
 			uint64_t *interp);
 
+/*
+ * What tells a code object from another made at its address after it was freed: its
+ * co_filename's and co_name's pointers and (3.12-3.13) the low 16 bits of co_version,
+ * drawn from a counter over all code objects made, which a new code object whose
+ * strings took the freed one's places does not share. The name's word is co_name's
+ * pointer with the version above it (bits 48-63, unused by user addresses), as the
+ * kernel sends it.
+ */
+static inline uint64_t cpython_name_word(uint64_t name, uint64_t version)
+{
+	return name | (version & 0xffff) << 48;
+}
+
+static inline uint64_t cpython_fingerprint(uint64_t filename, uint64_t name_word)
+{
+	return filename ^ (name_word << 1);
+}
+
 /* A Python frame as read from the target: enough to name it later. */
 struct cpython_frame {
 	uint64_t code;	      /* code object address */
-	uint64_t fingerprint; /* co_filename and co_name pointers, to catch a reused address */
+	uint64_t fingerprint; /* cpython_fingerprint(): to catch a reused address */
 	uint64_t filename;    /* ... co_filename's: names the code's file once it is gone */
 	int32_t lasti;	      /* instruction offset in bytes, -1 before the first */
 	bool entry;	      /* the first frame run by its C-level eval call */
@@ -447,7 +466,8 @@ int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, 
  * @owner are as read from the frame; returns the count written.
  */
 struct cpython_raw_frame {
-	uint64_t code, filename, name, instr; /* co_filename, co_name as read */
+	uint64_t code, filename, name,
+		instr; /* co_filename; co_name's word (cpython_name_word()) */
 	uint8_t owner;
 	uint32_t args; /* passed on to cpython_frame.args */
 };

@@ -161,6 +161,7 @@ static const struct cpython_layout layout_312 = {
 	.code_firstlineno = 68,
 	.code_linetable = 136,
 	.code_adaptive = 192,
+	.code_version = 92,
 	.lines = CPYTHON_LOCATIONS,
 	.unicode_ascii_size = 40,
 	.unicode_compact_size = 56,
@@ -346,6 +347,8 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 	if (!plausible(l->gil_locked) || !plausible(l->gil_last_holder))
 		l->interp_gil = 0; /* the GIL is not read; frames still are */
 	if (minor == 13) {
+		/* co_version right before co_localsplusnames, as in 3.12. */
+		l->code_version = l->code_varnames >= 4 ? l->code_varnames - 4 : 0;
 		l->names_supported = true;
 		l->managed = CPYTHON_MANAGED_313;
 		l->gil_cond = 32;

@@ -135,12 +135,14 @@ static bool live_code(struct cpython_process *p, const struct cpython_mem *mem, 
 static bool same_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
 		      uint64_t fingerprint)
 {
-	uint64_t filename, name;
+	uint64_t filename, name, version = 0;
 
 	return live_code(p, mem, code) &&
 	       !mem->read(mem->ctx, code + p->layout.code_filename, &filename, 8) &&
 	       !mem->read(mem->ctx, code + p->layout.code_name, &name, 8) &&
-	       (filename ^ (name << 1)) == fingerprint;
+	       (!p->layout.code_version ||
+		!mem->read(mem->ctx, code + p->layout.code_version, &version, 4)) &&
+	       cpython_fingerprint(filename, cpython_name_word(name, version)) == fingerprint;
 }
 
 /* A pool worker's loop: its walks read its task locals from now on. */

@@ -71,7 +71,7 @@ int cpython_frames_from_raw(const struct cpython_layout *l, const struct cpython
 		if (!raw[i].code)
 			break;
 		frames[n].code = raw[i].code;
-		frames[n].fingerprint = raw[i].filename ^ (raw[i].name << 1);
+		frames[n].fingerprint = cpython_fingerprint(raw[i].filename, raw[i].name);
 		frames[n].filename = raw[i].filename;
 		frames[n].lasti = raw_lasti(l, raw[i].instr, raw[i].code);
 		frames[n].args_len = 0; /* kept already: args is their id */
@@ -128,6 +128,9 @@ static struct walk_reads walk_reads(const struct cpython_layout *l, bool args)
 	struct walk_reads r = { l->frame_size, false, 0, 0 };
 	uint64_t lo = l->code_filename < l->code_name ? l->code_filename : l->code_name;
 	uint64_t hi = (l->code_filename > l->code_name ? l->code_filename : l->code_name) + 8;
+
+	if (l->code_version && l->code_version < lo)
+		lo = l->code_version;
 	uint64_t slots_end = l->frame_localsplus + 8 * CPYTHON_MAX_ARGS;
 
 	args = args && l->frame_localsplus && l->code_argcount;
@@ -209,7 +212,7 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 	*depth = 0;
 	for (steps = 0; frame && seen < CPYTHON_WALK_FRAMES && steps < CPYTHON_WALK_FRAMES * 2;
 	     steps++) {
-		uint64_t code, previous, names[2];
+		uint64_t code, previous, names[3];
 		uint8_t owner = 0;
 
 		/*
@@ -255,10 +258,12 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 		if (!code ||
 		    (r.code_len && mem->read(mem->ctx, code + r.code_at, span, r.code_len)) ||
 		    code_u64(mem, &r, span, code, l->code_filename, &names[0]) ||
-		    code_u64(mem, &r, span, code, l->code_name, &names[1]))
+		    code_u64(mem, &r, span, code, l->code_name, &names[1]) ||
+		    (l->code_version && code_u64(mem, &r, span, code, l->code_version, &names[2])))
 			return -EFAULT;
 		frames[n].code = code;
-		frames[n].fingerprint = names[0] ^ (names[1] << 1);
+		frames[n].fingerprint = cpython_fingerprint(
+			names[0], cpython_name_word(names[1], l->code_version ? names[2] : 0));
 		frames[n].filename = names[0];
 		frames[n].lasti = frame_lasti(l, buf, code);
 		frames[n].entry = l->frame_is_entry ? buf[l->frame_is_entry] != 0

@@ -201,7 +201,8 @@ int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cp
 	uint32_t i;
 	int fd = bpf_map__fd(b->skel->maps.py_cfg);
 	struct pytrace_py_cfg cfg;
-	uint64_t frame_fields[6], code_fields[4];
+	uint64_t frame_fields[6], code_fields[5];
+	size_t ncode = 2;
 	size_t nframe = 0;
 
 	if (!l)
@@ -217,12 +218,14 @@ int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cp
 		frame_fields[nframe++] = l->frame_owner;
 	code_fields[0] = l->code_filename;
 	code_fields[1] = l->code_name;
+	if (l->code_version)
+		code_fields[ncode++] = l->code_version; /* 8 bytes read: 4 past co_version */
 	/* co_argcount and co_kwonlyargcount, 8 bytes on: 16 bytes from co_argcount. */
-	code_fields[2] = l->code_argcount;
-	code_fields[3] = l->code_argcount + 8;
+	code_fields[ncode] = l->code_argcount;
+	code_fields[ncode + 1] = l->code_argcount + 8;
 	cfg.read_args = read_args && l->code_argcount && l->frame_localsplus && types &&
-			span_of(code_fields, 4, &cfg.code_span_at, &cfg.code_span_len);
-	if (!cfg.read_args && !span_of(code_fields, 2, &cfg.code_span_at, &cfg.code_span_len))
+			span_of(code_fields, ncode + 2, &cfg.code_span_at, &cfg.code_span_len);
+	if (!cfg.read_args && !span_of(code_fields, ncode, &cfg.code_span_at, &cfg.code_span_len))
 		return -EINVAL;
 	if (!span_of(frame_fields, nframe, &cfg.frame_span_at, &cfg.frame_span_len))
 		return -EINVAL;
@@ -245,6 +248,10 @@ int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cp
 	cfg.frame_owner = l->frame_owner ? l->frame_owner - cfg.frame_span_at : 0;
 	cfg.code_filename = l->code_filename - cfg.code_span_at;
 	cfg.code_name = l->code_name - cfg.code_span_at;
+	if (l->code_version) {
+		cfg.code_version = l->code_version - cfg.code_span_at;
+		cfg.version_mask = 0xffff;
+	}
 	cfg.code_tagged = l->code_tagged;
 	if (cfg.read_args) {
 		cfg.code_argcount = l->code_argcount - cfg.code_span_at;

@@ -21,8 +21,8 @@ static void note_name(struct cpython_process *proc, struct sent_name *held, cons
 	const struct pytrace_raw_frame *f = held->frame;
 
 	if (f)
-		cpython_code_name_seen(proc, f->code, f->filename ^ (f->name << 1), held->name,
-				       file);
+		cpython_code_name_seen(proc, f->code, cpython_fingerprint(f->filename, f->name),
+				       held->name, file);
 	held->frame = NULL;
 }
 

@@ -43,6 +43,8 @@ static void print_layout(const struct cpython_layout *l)
 	P("code.filename", l->code_filename);
 	P("code.name", l->code_name);
 	P("code.firstlineno", l->code_firstlineno);
+	if (l->code_version)
+		P("code.version", l->code_version);
 	P("code.linetable", l->code_linetable);
 	P("object.type", l->object_type);
 	P("type.name", l->type_name);

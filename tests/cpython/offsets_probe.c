@@ -86,6 +86,9 @@ int main(void)
 	P("code.filename", offsetof(PyCodeObject, co_filename));
 	P("code.name", offsetof(PyCodeObject, co_name));
 	P("code.firstlineno", offsetof(PyCodeObject, co_firstlineno));
+#if PY_VERSION_HEX >= 0x030C0000
+	P("code.version", offsetof(PyCodeObject, co_version));
+#endif
 	P("code.argcount", offsetof(PyCodeObject, co_argcount));
 	P("code.kwonlyargcount", offsetof(PyCodeObject, co_kwonlyargcount));
 	P("float.fval", offsetof(PyFloatObject, ob_fval));

@@ -7,6 +7,7 @@ while the fixture imports: as root on every interpreter; without root (stacks re
 outside ~1 ms after their sample) a few can still be missed, within stated bounds, and
 the test says how many."""
 import os
+import subprocess
 import unittest
 
 from pythons import interpreters, per_interpreter
@@ -55,11 +56,14 @@ class ShortLivedCode(BpfTestCase):
                  "named as another %s; %d unreadable frames while importing, %d in all: %s" %
                  (len(missed), COUNT, missed[:5], misnamed[:5], len(during), len(unreadable),
                   [(s, s.ancestors()[:3]) for s in during[:5]]))
-        # Known gap (README): a class body made where an earlier code object was freed,
-        # its name's and file's strings where that one's were, is the same code object to
-        # the tool and gets its name. This fixture's modules share one shape: seen for
-        # 0-1 of its 30 class bodies a run.
-        gap = 2
+        # Known gap (README): before 3.12, a class body made where an earlier code object
+        # was freed, its name's and file's strings where that one's were, is the same
+        # code object to the tool and gets its name. This fixture's modules share one
+        # shape: seen for 0-1 of its 30 class bodies a run. 3.12 and 3.13 number their
+        # code objects (co_version), which tells them apart: none there.
+        minor = int(subprocess.run([python, "-c", "import sys; print(sys.version_info[1])"],
+                                   capture_output=True, text=True, check=True).stdout)
+        gap = 0 if minor in (12, 13) else 2
         if backend == "bpf":
             self.assertEqual(missed, [], where)
             self.assertEqual(during, [], where)
