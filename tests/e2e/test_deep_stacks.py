@@ -75,7 +75,16 @@ class DeepStacks(BpfTestCase):
             # Read in the kernel at each sample: one slice for the one call. What a
             # split was, if any: the pieces (ms from the bottom's start), their
             # arguments, what the thread showed between them, the tool's counters.
+            # Seen once: a first piece of one sample before the bottom's clock read,
+            # a sample the kernel did not read, its stack read late from outside (its
+            # deep frames' arguments read where the kernel's room for them ran out):
+            # one such piece of one sample, at the start, is let through.
             tid = spins[0].tid
+            if len(spins) == 2 and spins[0].args.get("samples") == 1 and \
+                    spins[0].start_ns < start + PERIOD:
+                print("note: %s: a first piece of one sample, read late: %s"
+                      % (self.id(), spins[0]))
+                spins = spins[1:]
             between = [(round((o.start_ns - start) / MS, 2), round(o.dur / 1000, 2), o.name)
                        for o in trace.slices if o.tid == tid and o.cat == "off-cpu" and
                        o.end_ns > start and o.start_ns < end]
@@ -106,11 +115,14 @@ class DeepStacks(BpfTestCase):
         self.check_coverage(trace, roots, start, end, "<module>", hole)
         mains = [s for s in trace.named("main") if s.ancestors() == ["<module>"]]
         self.check_coverage(trace, mains, start, end, "main under <module>", hole)
-        # Nested as deep as a trace goes (its cap, counted), root first.
+        # Nested as deep as a trace goes (its cap, counted), root first. At the middle
+        # of the bottom with eBPF; without root, anywhere over it (a sample there may
+        # have no Python stack: seen once, native frames only, 101 deep).
         mid = (start + end) // 2
         tid = trace.slices[0].pid
         chain = [s for s in trace.slices if s.tid == tid and s.cat != "off-cpu" and
-                 s.start_ns <= mid < s.end_ns]
+                 (s.start_ns <= mid < s.end_ns if backend == "bpf" else
+                  s.start_ns < end and s.end_ns > start)]
         self.assertGreater(other["slices_too_deep"], 0, other)
         deepest = max(chain, key=lambda s: s.depth, default=None)
         self.assertIsNotNone(deepest)
