@@ -337,7 +337,7 @@ struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool
 			     uint64_t at_ns);
 void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, uint64_t found_ns);
 void track_python(struct sampler *s, struct qrec *q);
-void find_gil(struct sampler *s, uint32_t pid, uint64_t time);
+void find_gil(struct sampler *s, struct cpython_process *proc, uint64_t time);
 
 /* ---- waitstack.c: the stack a wait gets ---- */
 void keep_common_root(const struct sampler *s, struct py_stack *guess,

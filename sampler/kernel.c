@@ -281,7 +281,7 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 		return NULL;
 	}
 	if (proc && e->kind == PYTRACE_EV_SAMPLE)
-		find_gil(s, e->pid, e->time_ns); /* a process that never waits has one too */
+		find_gil(s, proc, e->time_ns); /* a process that never waits has one too */
 	/* Not Python as far as we know yet: the sample is lost (perf's was dropped). */
 	ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
 	if (ps && (e->truncated || e->cut))

@@ -380,28 +380,28 @@ static void track_switch_in(struct sampler *s, struct qrec *q)
  * and the kernel tells from it whether a sampled thread holds it. Early in its life the
  * interpreter may not be readable yet: tried again every 10 ms.
  */
-void find_gil(struct sampler *s, uint32_t pid, uint64_t time)
+void find_gil(struct sampler *s, struct cpython_process *proc, uint64_t time)
 {
-	struct cpython_process *proc = hashmap__get(s->pythons, pid);
-
 	if (!proc || proc->gil_known ||
 	    (proc->gil_tried_ns && time < proc->gil_tried_ns + 10000000))
 		return;
 	proc->gil_tried_ns = time;
 	proc->gil_known = !cpython_gil_addrs(proc, NULL, &proc->gil);
 	if (proc->gil_known && s->bpf)
-		bpf_reader__set_process(s->bpf, pid, proc, s->opts.read_args);
+		bpf_reader__set_process(s->bpf, (uint32_t)proc->pid, proc, s->opts.read_args);
 }
 
 /* A switch-out: the stack it waits with, read by the kernel right then, else a guess. */
 static void track_switch_out(struct sampler *s, struct qrec *q)
 {
+	struct cpython_process *proc;
 	struct task_state *t;
 	uint32_t ids[2];
 
 	trailer_ids(q, ids);
-	find_gil(s, ids[0], q->time);
-	t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
+	proc = hashmap__get(s->pythons, ids[0]);
+	find_gil(s, proc, q->time);
+	t = proc ? hashmap__get(s->tasks, ids[1]) : NULL;
 	q->py = t ? take_kernel_out(s, t, q->time) : NULL;
 	if (t && !q->py && s->bpf) {
 		s->stats.kernel_switch_misses++;

@@ -21,6 +21,7 @@ struct symbolizer {
 	char vdso_path[64];	     /* a memfd holding the vDSO image, "" until made */
 	bool native;		     /* interleave native frames with Python's */
 	uint32_t wait_hint;	     /* innermost native function of the last off-CPU stack */
+	uint32_t no_gil_marker;	     /* its frame id, interned once (0: not yet) */
 	struct trace_frame *scratch; /* SYMBOLIZE_MAX_NATIVE_FRAMES native frames */
 	struct args_seen *args_seen; /* by the sampler's argument list id (python.c) */
 	uint32_t nargs_seen;

@@ -413,7 +413,9 @@ uint32_t symbolizer__gil_marker(struct symbolizer *sym, const struct sampler_rec
 
 	if (rec->kind != SREC_SAMPLE || rec->sample.gil != SAMPLER_GIL_RELEASED)
 		return 0;
-	return frame_table__intern(sym->frames, &info);
+	if (!sym->no_gil_marker) /* interned once, not at each such sample */
+		sym->no_gil_marker = frame_table__intern(sym->frames, &info);
+	return sym->no_gil_marker;
 }
 
 void symbolizer__stats(const struct symbolizer *sym, struct symbolizer_stats *stats)
