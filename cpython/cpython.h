@@ -113,10 +113,17 @@ struct cpython_layout {
 	uint64_t function_code; /* PyFunctionObject.func_code */
 };
 
-/* How to read the target's memory: @read returns 0 when all @len bytes were read. */
+/*
+ * How to read the target's memory: @read returns 0 when all @len bytes were read.
+ * @read_blocks (optional) reads @n blocks of @size bytes, the k-th at @addrs[k] into
+ * @buf + k * @size, in one go, and returns how many were read whole: it stops at the
+ * first that can't be.
+ */
 struct cpython_mem {
 	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
 	void *ctx;
+	uint32_t (*read_blocks)(void *ctx, const uint64_t *addrs, uint32_t n, void *buf,
+				size_t size);
 };
 
 /* A reader over a live process with process_vm_readv; @ctx must point at the pid. */
@@ -336,6 +343,9 @@ struct cpython_gil_addrs {
 	uint64_t switch_cond;	      /* pthread_cond_t: a dropper waits for a taker here */
 };
 
+/* Pages a walk reads up front in one call: those the process's latest walk read. */
+#define CPYTHON_HOT_PAGES 12
+
 struct cpython_process {
 	int refs;
 	pid_t pid;
@@ -366,6 +376,9 @@ struct cpython_process {
 	struct cpython_gil_addrs gil;
 	bool gil_known;
 	uint64_t gil_tried_ns; /* the caller's clock */
+	/* The pages the latest walk read, read in one call at the start of the next. */
+	uint64_t hot_pages[CPYTHON_HOT_PAGES];
+	uint32_t nhot;
 };
 
 struct cpython_thread {
@@ -378,6 +391,9 @@ struct cpython_thread {
  * 3.13+ offsets from the target. NULL with errno set (EINVAL: not a valid runtime).
  */
 struct cpython_process *cpython_process__new(pid_t pid, uint64_t runtime, unsigned minor);
+
+/* A reader of @p's memory, the live process's (process_vm_readv). */
+struct cpython_mem cpython_process_mem(struct cpython_process *p);
 
 /* The same, reading the 3.13+ offsets through @mem (NULL: the process itself). */
 struct cpython_process *cpython_process__new_mem(pid_t pid, uint64_t runtime, unsigned minor,

@@ -11,7 +11,7 @@ int cpython_gil_addrs(struct cpython_process *p, const struct cpython_mem *mem,
 		      struct cpython_gil_addrs *out)
 {
 	const struct cpython_layout *l = &p->layout;
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 	uint64_t state = 0, interp;
 	int err;
 
@@ -44,7 +44,7 @@ int cpython_gil_addrs(struct cpython_process *p, const struct cpython_mem *mem,
 int cpython_gil_holder(struct cpython_process *p, const struct cpython_mem *mem,
 		       struct cpython_gil_holder *out)
 {
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 	struct cpython_gil_addrs gil;
 	uint64_t before, after;
 	int32_t locked;

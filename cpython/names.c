@@ -28,7 +28,7 @@ static int modules_dict(struct cpython_process *p, const struct cpython_mem *mem
 
 int cpython_modules_count(struct cpython_process *p, const struct cpython_mem *mem, uint64_t *count)
 {
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 	const struct cpython_mem *m = mem ? mem : &own;
 	uint64_t modules;
 	int err = modules_dict(p, m, &modules);
@@ -42,7 +42,7 @@ int cpython_module_global(struct cpython_process *p, const struct cpython_mem *m
 			  const char *module, const char *name, uint64_t *value)
 {
 	const struct cpython_layout *l = &p->layout;
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 	uint64_t modules, mod, dict;
 	int err;
 
@@ -75,7 +75,7 @@ static int object_name(const struct cpython_layout *l, const struct cpython_mem 
 int cpython_thread_names(struct cpython_process *p, const struct cpython_mem *mem,
 			 struct cpython_thread_name *out, size_t max)
 {
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 	struct cpython_dict_item *active = NULL;
 	uint64_t active_dict, *idents = NULL, *thread_idents = NULL;
 	size_t n = 0, i, t;
@@ -157,7 +157,7 @@ out_free:
 int cpython_process_name(struct cpython_process *p, const struct cpython_mem *mem, char *buf,
 			 size_t size)
 {
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 	uint64_t current;
 	int err;
 

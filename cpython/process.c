@@ -305,6 +305,28 @@ int cpython_read_process(void *pid_ptr, uint64_t addr, void *buf, size_t len)
 		       : -EFAULT;
 }
 
+static uint32_t read_process_blocks(void *pid_ptr, const uint64_t *addrs, uint32_t n, void *buf,
+				    size_t size)
+{
+	struct iovec local[CPYTHON_HOT_PAGES], remote[CPYTHON_HOT_PAGES];
+	ssize_t got;
+	uint32_t k;
+
+	n = n < CPYTHON_HOT_PAGES ? n : CPYTHON_HOT_PAGES;
+	for (k = 0; k < n; k++) {
+		local[k] = (struct iovec){ (uint8_t *)buf + k * size, size };
+		remote[k] = (struct iovec){ (void *)(uintptr_t)addrs[k], size };
+	}
+	/* A remote block that can't be read ends the read there (process_vm_readv(2)). */
+	got = n ? process_vm_readv(*(pid_t *)pid_ptr, local, n, remote, n, 0) : 0;
+	return got > 0 ? (uint32_t)((size_t)got / size) : 0;
+}
+
+struct cpython_mem cpython_process_mem(struct cpython_process *p)
+{
+	return (struct cpython_mem){ cpython_read_process, &p->pid, read_process_blocks };
+}
+
 int cpython_read_u64(const struct cpython_mem *mem, uint64_t addr, uint64_t *v)
 {
 	return mem->read(mem->ctx, addr, v, sizeof(*v));
@@ -337,7 +359,7 @@ struct cpython_process *cpython_process__new_mem(pid_t pid, uint64_t runtime, un
 	} else {
 		/* 3.13+: the runtime describes itself. */
 		uint8_t image[CPYTHON_DEBUG_OFFSETS_BYTES];
-		struct cpython_mem own = { cpython_read_process, &p->pid };
+		struct cpython_mem own = cpython_process_mem(p);
 
 		if (!mem)
 			mem = &own;
@@ -511,7 +533,7 @@ static uint64_t find_tstate(const struct cpython_process *p, uint32_t tid)
 
 int cpython_threads_read(struct cpython_process *p, const struct cpython_mem *mem)
 {
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 
 	return read_threads(p, mem ? mem : &own);
 }
@@ -596,7 +618,7 @@ const char *cpython_type_name(const struct cpython_process *p, uint64_t type)
 void cpython_read_type_names(struct cpython_process *p, const struct cpython_mem *mem,
 			     const uint8_t *args, uint32_t len)
 {
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 	char name[CPYTHON_NAME_MAX], *copy;
 	struct cpython_raw_arg a;
 	const uint8_t *text;
@@ -636,7 +658,7 @@ static int find_task_code(struct cpython_process *p, const struct cpython_mem *m
 
 int cpython_find_task_codes(struct cpython_process *p, const struct cpython_mem *mem)
 {
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 	int err, err2;
 
 	if (!mem)
@@ -651,7 +673,7 @@ int cpython_find_task_codes(struct cpython_process *p, const struct cpython_mem 
 void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem,
 			const struct cpython_frame *frames, uint32_t n)
 {
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 	uint32_t i;
 
 	for (i = 0; i < n; i++)

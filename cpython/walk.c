@@ -325,9 +325,9 @@ int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, 
 		      struct cpython_args_out *args, struct cpython_cut *cut)
 {
 	const struct cpython_layout *l = &p->layout;
-	struct cpython_mem own = { cpython_read_process, &p->pid };
+	struct cpython_mem own = cpython_process_mem(p);
 	struct cpython_pages pages;
-	struct cpython_mem paged = { cpython_pages_read, &pages };
+	struct cpython_mem paged = { .read = cpython_pages_read, .ctx = &pages };
 	struct cpython_cut none;
 	uint64_t tstate, ring[CPYTHON_MAX_FRAMES];
 	int n = -EAGAIN, tries, err;
@@ -351,8 +351,11 @@ int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, 
 			args->used = 0;
 		/* Each try reads afresh: the pages of a chain that moved are of no use. */
 		cpython_pages_init(&pages, mem);
+		cpython_pages_prefetch(&pages, p->hot_pages, p->nhot);
 		n = walk_once(p, &paged, first_frame(l, &paged, tstate), frames, max, args, ring,
 			      cut);
 	}
+	if (n >= 0)
+		p->nhot = cpython_pages_used(&pages, p->hot_pages, CPYTHON_HOT_PAGES);
 	return n;
 }

@@ -156,7 +156,7 @@ static int read_frame(const struct cpython_layout *l, struct space *sp, int32_t 
 		      int32_t kwonly, const uint64_t *slots, unsigned n, struct cpython_value *v,
 		      unsigned max)
 {
-	struct cpython_mem mem = { space_read, sp };
+	struct cpython_mem mem = { .read = space_read, .ctx = sp };
 	int32_t counts[3] = { argcount, 0, kwonly };
 	uint8_t buf[16 * CPYTHON_RAW_ARG_MAX];
 	struct cpython_args_out out = { buf, sizeof(buf), 0 };
@@ -393,7 +393,7 @@ static void test_args__canonical(void **state)
 		struct object later[3];
 		uint64_t slots[3] = { OBJ_AT(0), OBJ_AT(1), OBJ_AT(2) };
 		struct space *sp = calloc(1, sizeof(*sp));
-		struct cpython_mem mem = { space_read, sp };
+		struct cpython_mem mem = { .read = space_read, .ctx = sp };
 		int32_t counts[3] = { 3, 0, 0 };
 		uint8_t a[4 * CPYTHON_RAW_ARG_MAX], b[4 * CPYTHON_RAW_ARG_MAX];
 		struct cpython_args_out out_a = { a, sizeof(a), 0 }, out_b = { b, sizeof(b), 0 };

@@ -355,7 +355,7 @@ static void test_cpython__synthetic_314(void **state)
 {
 	static struct image image;
 	struct image *im = &image;
-	struct cpython_mem mem = { image_read, NULL };
+	struct cpython_mem mem = { .read = image_read, .ctx = NULL };
 	struct cpython_frame frames[16];
 	struct cpython_process *p;
 	static const struct {
@@ -435,7 +435,7 @@ static void test_cpython__gone_code_named_from_notes(void **state)
 {
 	static struct image image;
 	struct image *im = &image;
-	struct cpython_mem mem = { image_read, NULL };
+	struct cpython_mem mem = { .read = image_read, .ctx = NULL };
 	struct cpython_frame frames[16];
 	const struct cpython_code_entry *e, *before = NULL;
 	struct cpython_process *p;
@@ -544,7 +544,7 @@ static void test_cpython__dead_frame_39(void **state)
 	static struct image image;
 	const struct cpython_layout *l = cpython_builtin_layout(9);
 	struct counting_image counting = { &image, 0 };
-	struct cpython_mem mem = { counting_read, &counting };
+	struct cpython_mem mem = { .read = counting_read, .ctx = &counting };
 	struct cpython_frame frames[16];
 	struct cpython_process *p;
 	uint8_t dead = 0;
@@ -578,7 +578,7 @@ static void test_cpython__deep_chain_keeps_root(void **state)
 {
 	static struct image image;
 	const struct cpython_layout *l = cpython_builtin_layout(9);
-	struct cpython_mem mem = { image_read, &image };
+	struct cpython_mem mem = { .read = image_read, .ctx = &image };
 	struct cpython_frame frames[16];
 	struct cpython_cut cut = { 99, true };
 	struct cpython_process *p;
@@ -607,7 +607,7 @@ static void test_cpython__dead_frame_310(void **state)
 {
 	static struct image image;
 	const struct cpython_layout *l = cpython_builtin_layout(10);
-	struct cpython_mem mem = { image_read, &image };
+	struct cpython_mem mem = { .read = image_read, .ctx = &image };
 	struct cpython_frame frames[16];
 	struct cpython_process *p;
 	static const struct {
@@ -639,7 +639,7 @@ static void test_cpython__long_cycle_ends(void **state)
 {
 	static struct image image;
 	const struct cpython_layout *l = cpython_builtin_layout(9);
-	struct cpython_mem mem = { image_read, &image };
+	struct cpython_mem mem = { .read = image_read, .ctx = &image };
 	struct cpython_frame frames[CPYTHON_MAX_FRAMES];
 	struct cpython_process *p;
 	int n;
@@ -662,7 +662,7 @@ static void test_cpython__freed_code_unread(void **state)
 {
 	static struct image image;
 	struct image *im = &image;
-	struct cpython_mem mem = { image_read, NULL };
+	struct cpython_mem mem = { .read = image_read, .ctx = NULL };
 	struct cpython_frame frames[16];
 	struct cpython_process *p;
 	const struct cpython_code_entry *e;
@@ -759,7 +759,7 @@ static void check_frame_args(const struct cpython_process *p, const struct cpyth
 static void test_cpython__memory_garbage(void **state)
 {
 	struct image *im = calloc(1, sizeof(*im));
-	struct cpython_mem mem = { image_read, NULL };
+	struct cpython_mem mem = { .read = image_read, .ctx = NULL };
 	const struct cpython_layout *l = cpython_builtin_layout(12);
 	struct cpython_frame frames[64];
 	static uint8_t args_buf[64 * 10 * CPYTHON_RAW_ARG_MAX];

@@ -28,7 +28,7 @@
 static uint8_t *arena;
 static size_t arena_used;
 static pid_t self_pid;
-static struct cpython_mem self_mem = { cpython_read_process, &self_pid };
+static struct cpython_mem self_mem = { .read = cpython_read_process, .ctx = &self_pid };
 
 static uint64_t alloc(size_t n)
 {

@@ -138,7 +138,7 @@ static void test_kernel_events__cut_stack_in_order(void **state)
 	struct pytrace_event *e = new_event(PYTRACE_BPF_MAX_FRAMES, cut);
 	const struct pytrace_raw_frame *f;
 	struct cpython_frame gone[2] = { { .code = CODE(11) }, { .code = CODE(5) } };
-	struct cpython_mem mem = { read_nothing, NULL };
+	struct cpython_mem mem = { .read = read_nothing, .ctx = NULL };
 	const struct cpython_code_entry *c;
 
 	(void)state;
