@@ -117,6 +117,18 @@ static void print_summary(struct session *s, int close_err, bool written,
 			" of processes not yet known to run Python)\n",
 			st.kernel_events_lost + st.kernel_samples_lost, st.kernel_events_lost,
 			st.kernel_samples_lost);
+	/*
+	 * Stacks read from outside: say when the requested rate was not delivered, i.e.
+	 * more than a tenth of them were read too late to stand for their samples.
+	 */
+	if (st.sample_walks >= 100 && st.late_walks * 10 > st.sample_walks)
+		fprintf(stderr,
+			"pytrace-sample: %" PRIu64 " of %" PRIu64
+			" Python stacks read from outside came over two sampling periods after "
+			"their samples (a busy machine or too high a rate), and those samples show "
+			"only what the stacks around them share: lower -F, or run as root for "
+			"the eBPF reader\n",
+			st.late_walks, st.sample_walks);
 	if (st.cut_stacks)
 		fprintf(stderr,
 			"pytrace-sample: %" PRIu64
@@ -173,6 +185,8 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "kernel_threads_found", st.kernel_threads_found);
 	trace__note(s->trace, "kernel_forks_followed", st.kernel_forks_followed);
 	trace__note(s->trace, "python_walks", st.python_walks);
+	trace__note(s->trace, "sample_python_walks", st.sample_walks);
+	trace__note(s->trace, "prompt_python_walks", st.prompt_walks);
 	trace__note(s->trace, "late_python_walks", st.late_walks);
 	trace__note(s->trace, "late_python_bracketed", st.bracketed_samples);
 	trace__note(s->trace, "stale_captures", st.stale_captures);

@@ -210,6 +210,8 @@ struct sampler {
 	struct hashmap *bpf_synced; /* pid -> thread list generation + 1 mirrored there */
 	pthread_t drainer;	    /* drains, follows and walks every ~1 ms */
 	bool drainer_running;
+	pid_t handout_tid;    /* the thread that started the drainer, which hands records out */
+	bool handout_reniced; /* ... was given a lower priority than the drainer's */
 	volatile bool drainer_stop;
 	pthread_mutex_t lock; /* everything here, between the drainer and sampler__next() */
 	uint64_t handout_waiting_since; /* when sampler__next() began to wait for it, or 0 */
@@ -285,6 +287,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts);
 uint32_t online_cpus(void);
 uint64_t sample_type(const struct sampler_opts *opts);
 void build_attrs(struct sampler *s, bool privileged);
+void wake_at_every_sample(struct sampler *s);
 int open_task_events(struct sampler *s, pid_t tid);
 
 /* ---- tasks.c: task and process liveness ---- */

@@ -465,6 +465,10 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	    !(t && t->kernel_sample_ns && q->time <= t->kernel_sample_ns + KERNEL_READS_NS) &&
 	    !read_since(s, t, q->time))
 		q->py = walk_python(s, ids[0], ids[1], false, q->time);
+	if (q->py && !q->py->kernel) {
+		s->stats.sample_walks++;
+		s->stats.prompt_walks += q->py->read_ns - q->time <= period_ns(s);
+	}
 	if (!t)
 		return;
 	t->seen_ns = q->time;

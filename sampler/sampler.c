@@ -238,9 +238,11 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		}
 		if (!s->bpf)
 			pr_info("eBPF reader unavailable (%s): Python stacks are read from outside, "
-				"about 1 ms after samples; waits shorter than ~2 ms get approximate ones",
+				"after their samples; waits shorter than ~2 ms get approximate ones",
 				strerror(errno));
 	}
+	if (!s->bpf)
+		wake_at_every_sample(s);
 	raise_fd_limit();
 	s->start_ns = sampler_now_ns();
 	return s;

@@ -157,7 +157,9 @@ struct sampler_stats {
 	uint64_t unpaired_switches;	/* switch records without their other half */
 	uint64_t python_walks;		/* Python stacks read */
 	uint64_t stale_captures;	/* waits read from outside too late, discarded */
-	uint64_t late_walks;		/* samples whose stack was read late, cut to what held */
+	uint64_t sample_walks;		/* samples whose stack was read from outside */
+	uint64_t prompt_walks;		/* ... within one sampling period of the sample */
+	uint64_t late_walks;		/* ... over two periods after it: cut to what held */
 	uint64_t bracketed_samples;	/* ... not read: given what reads before and after share */
 	uint64_t kernel_switch_stacks;	/* Python stacks read by the kernel at switch-outs */
 	uint64_t kernel_switch_misses;	/* Python threads' switch-outs it did not read */

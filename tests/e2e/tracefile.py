@@ -131,6 +131,23 @@ class Trace:
                 (pid is None or e["pid"] == pid)]
 
 
+def match_spans(trace, spans):
+    """Each of @spans, (name, tid, start_ns, end_ns) as a fixture timed its calls, matched
+    with the trace's slices of that name that overlap it: ([(name, start) of those with
+    none], the edge errors of the others (Trace.edge_error of the earliest start and
+    latest end), sorted)."""
+    missing, errors = [], []
+    for name, tid, start, end in spans:
+        tid, start, end = int(tid), int(start), int(end)
+        found = [s for s in trace.named(name) if s.end_ns > start and s.start_ns < end]
+        if not found:
+            missing.append((name, start))
+            continue
+        errors.append(max(trace.edge_error(tid, min(s.start_ns for s in found), start),
+                          trace.edge_error(tid, max(s.end_ns for s in found), end)))
+    return missing, sorted(errors)
+
+
 def run_tool(args, **kwargs):
     """Runs pytrace-sample; returns the CompletedProcess (text output)."""
     return subprocess.run([TOOL] + args, capture_output=True, text=True, timeout=120,
