@@ -76,6 +76,38 @@ bool decode_sample(const uint8_t *rec, uint32_t size, bool callchain, struct sam
 	return r.ok;
 }
 
+bool sample_stack_cut(void (*read)(const void *src, uint32_t off, void *buf, size_t len),
+		      const void *src, uint32_t size, bool callchain, struct stack_cut *cut)
+{
+	/* header, identifier, pid and tid, time, cpu and res: as decode_sample() reads */
+	uint64_t off = sizeof(struct perf_event_header) + 32, n, abi;
+
+	if (callchain) {
+		if (off + 8 > size)
+			return false;
+		read(src, (uint32_t)off, &n, sizeof(n));
+		if (n > size / 8)
+			return false;
+		off += 8 + n * 8;
+	}
+	if (off + 8 > size)
+		return false;
+	read(src, (uint32_t)off, &abi, sizeof(abi));
+	off += 8;
+	if (abi != PERF_SAMPLE_REGS_ABI_NONE)
+		off += 8 * SREG_COUNT;
+	if (off + 8 > size)
+		return false;
+	read(src, (uint32_t)off, &n, sizeof(n));
+	/* The stack must be the record's last field: its size, its bytes, the dynamic size. */
+	if (!n || n % 8 || off + 16 + n != size)
+		return false;
+	read(src, (uint32_t)(off + 8 + n), &cut->dyn, sizeof(cut->dyn));
+	cut->size_at = (uint32_t)off;
+	cut->keep = (uint32_t)(((cut->dyn < n ? cut->dyn : n) + 7) / 8 * 8);
+	return true;
+}
+
 /* The time of any record: samples carry it near the start, others in the sample_id trailer. */
 uint64_t record_time(const struct perf_event_header *hdr, void *ctx)
 {

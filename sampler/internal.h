@@ -303,6 +303,22 @@ void check_liveness(struct sampler *s);
 /* ---- decode.c: PERF_RECORD_* decoding (pure) ---- */
 bool decode_sample(const uint8_t *rec, uint32_t size, bool callchain, struct sample_view *v);
 uint64_t record_time(const struct perf_event_header *hdr, void *ctx);
+/*
+ * How to copy a PERF_RECORD_SAMPLE without the user stack bytes the kernel reserved but
+ * did not fill: the first @size_at + 8 + @keep bytes, with the stack's size field (at
+ * @size_at) made @keep, then @dyn (its dynamic size, the record's last 8 bytes).
+ */
+struct stack_cut {
+	uint32_t size_at, keep;
+	uint64_t dyn;
+};
+
+/*
+ * The cut of a sample of @size bytes read through @read(@src, offset, ...), laid out as
+ * decode_sample() reads it; false to copy it whole (no stack, or not as expected).
+ */
+bool sample_stack_cut(void (*read)(const void *src, uint32_t off, void *buf, size_t len),
+		      const void *src, uint32_t size, bool callchain, struct stack_cut *cut);
 uint32_t record_pid(const struct qrec *q);
 /* An exit code as wait() reports it, as a shell shows it: 128 + signal when killed. */
 int decode_exit_code(uint32_t code);

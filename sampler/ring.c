@@ -31,49 +31,55 @@ void ring__unmap(struct ring *ring)
 	ring->base = NULL;
 }
 
-int ring__drain(struct ring *ring,
-		uint64_t (*time_of)(const struct perf_event_header *hdr, void *ctx),
+void ring_rec__read(const struct ring_rec *r, uint32_t off, void *buf, size_t len)
+{
+	const uint8_t *data = (const uint8_t *)r->ring->base + sysconf(_SC_PAGESIZE);
+	size_t start = (size_t)((r->at + off) & (r->ring->data_size - 1));
+	size_t first = r->ring->data_size - start;
+
+	if (first >= len) {
+		memcpy(buf, data + start, len);
+	} else {
+		memcpy(buf, data + start, first);
+		memcpy((uint8_t *)buf + first, data, len - first);
+	}
+}
+
+struct qrec *ring_rec__copy(const struct ring_rec *r)
+{
+	struct qrec *rec = malloc(sizeof(*rec) + r->hdr.size);
+
+	if (!rec)
+		return NULL;
+	ring_rec__read(r, 0, rec->data, r->hdr.size);
+	rec->py = NULL;
+	rec->size = r->hdr.size;
+	rec->cpu = r->ring->cpu;
+	rec->time = 0;
+	return rec;
+}
+
+int ring__drain(struct ring *ring, struct qrec *(*copy)(const struct ring_rec *r, void *ctx),
 		void (*take)(struct qrec *rec, void *ctx), void *ctx)
 {
 	struct perf_event_mmap_page *meta = ring->base;
-	const uint8_t *data = (const uint8_t *)ring->base + sysconf(_SC_PAGESIZE);
 	uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-	uint64_t tail = meta->data_tail;
-	size_t mask = ring->data_size - 1;
+	struct ring_rec r = { ring, meta->data_tail, { 0, 0, 0 } };
 	int taken = 0;
 
-	while (tail + sizeof(struct perf_event_header) <= head) {
-		struct perf_event_header hdr;
-		size_t off = tail & mask, first;
+	while (r.at + sizeof(r.hdr) <= head) {
 		struct qrec *rec;
 
-		/* A record may wrap around the end of the buffer: copy it in two parts. */
-		first = ring->data_size - off;
-		if (first >= sizeof(hdr)) {
-			memcpy(&hdr, data + off, sizeof(hdr));
-		} else {
-			memcpy(&hdr, data + off, first);
-			memcpy((uint8_t *)&hdr + first, data, sizeof(hdr) - first);
-		}
-		if (hdr.size < sizeof(hdr) || tail + hdr.size > head)
+		ring_rec__read(&r, 0, &r.hdr, sizeof(r.hdr));
+		if (r.hdr.size < sizeof(r.hdr) || r.at + r.hdr.size > head)
 			break;
-		rec = malloc(sizeof(*rec) + hdr.size);
+		rec = copy(&r, ctx);
 		if (rec) {
-			rec->py = NULL;
-			if (first >= hdr.size) {
-				memcpy(rec->data, data + off, hdr.size);
-			} else {
-				memcpy(rec->data, data + off, first);
-				memcpy(rec->data + first, data, hdr.size - first);
-			}
-			rec->size = hdr.size;
-			rec->cpu = ring->cpu;
-			rec->time = time_of((const struct perf_event_header *)rec->data, ctx);
 			take(rec, ctx);
 			taken++;
 		}
-		tail += hdr.size;
+		r.at += r.hdr.size;
 	}
-	__atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+	__atomic_store_n(&meta->data_tail, r.at, __ATOMIC_RELEASE);
 	return taken;
 }

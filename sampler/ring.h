@@ -30,12 +30,25 @@ struct ring {
 int ring__map(struct ring *ring, int fd, uint32_t cpu, size_t data_size);
 void ring__unmap(struct ring *ring);
 
+/* A complete record still in a ring's buffer. */
+struct ring_rec {
+	const struct ring *ring;
+	uint64_t at; /* where it starts, counted as data_tail counts */
+	struct perf_event_header hdr;
+};
+
+/* Copies @len bytes from @off into the record @r out (a record may wrap around). */
+void ring_rec__read(const struct ring_rec *r, uint32_t off, void *buf, size_t len);
+
+/* A new qrec holding a whole copy of @r (time 0, seq unset); NULL without memory. */
+struct qrec *ring_rec__copy(const struct ring_rec *r);
+
 /*
- * Copies every complete record out of the buffer, calling @take for each (it owns the
- * copy, or frees it), then releases the space to the kernel. Returns records taken.
+ * Copies every complete record out of the buffer with @copy (ring_rec__copy() or one
+ * that leaves parts out), calling @take for each copy (it owns it, or frees it), then
+ * releases the space to the kernel. Returns records taken.
  */
-int ring__drain(struct ring *ring,
-		uint64_t (*time_of)(const struct perf_event_header *hdr, void *ctx),
+int ring__drain(struct ring *ring, struct qrec *(*copy)(const struct ring_rec *r, void *ctx),
 		void (*take)(struct qrec *rec, void *ctx), void *ctx);
 
 #endif

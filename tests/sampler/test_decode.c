@@ -211,6 +211,88 @@ static void test_decode__time_and_pid(void **state)
 	free(q);
 }
 
+static void read_flat(const void *src, uint32_t off, void *buf, size_t len)
+{
+	memcpy(buf, (const uint8_t *)src + off, len);
+}
+
+/*
+ * A sample copied by its stack cut decodes as the whole one does, its stack the bytes the
+ * kernel copied (rounded up to 8) and no more: with and without a callchain and user
+ * registers, a dynamic size below, at, and (lying) over the reserved size.
+ */
+static void test_decode__stack_cut_keeps_what_was_copied(void **state)
+{
+	const struct {
+		bool callchain;
+		uint64_t abi, size, dyn, keep;
+	} cases[] = {
+		{ false, PERF_SAMPLE_REGS_ABI_64, 1024, 300, 304 },
+		{ true, PERF_SAMPLE_REGS_ABI_64, 1024, 1024, 1024 },
+		{ false, PERF_SAMPLE_REGS_ABI_NONE, 512, 0, 0 },
+		{ true, PERF_SAMPLE_REGS_ABI_64, 256, 5000, 256 },
+		{ false, PERF_SAMPLE_REGS_ABI_64, 2048, 8, 8 },
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct builder b;
+		struct stack_cut cut;
+		struct sample_view whole, cut_view;
+		uint8_t copy[4096];
+		uint64_t keep;
+		size_t len;
+
+		build_sample(&b, cases[i].callchain, cases[i].abi, cases[i].size, cases[i].dyn);
+		assert_true(sample_stack_cut(read_flat, b.buf, (uint32_t)b.len, cases[i].callchain,
+					     &cut));
+		assert_int_equal(cut.keep, cases[i].keep);
+		assert_int_equal(cut.dyn, cases[i].dyn);
+		memcpy(copy, b.buf, cut.size_at + 8 + cut.keep);
+		keep = cut.keep;
+		memcpy(copy + cut.size_at, &keep, 8);
+		memcpy(copy + cut.size_at + 8 + cut.keep, &cut.dyn, 8);
+		len = cut.size_at + 16 + cut.keep;
+		assert_int_equal(len, b.len - cases[i].size + cases[i].keep);
+		assert_true(decode_sample(b.buf, (uint32_t)b.len, cases[i].callchain, &whole));
+		assert_true(decode_sample(copy, (uint32_t)len, cases[i].callchain, &cut_view));
+		assert_int_equal(cut_view.id, whole.id);
+		assert_int_equal(cut_view.tid, whole.tid);
+		assert_int_equal(cut_view.time, whole.time);
+		assert_int_equal(cut_view.stack.valid, whole.stack.valid);
+		assert_memory_equal(cut_view.stack.regs, whole.stack.regs,
+				    sizeof(whole.stack.regs));
+		assert_int_equal(cut_view.stack.nkernel, whole.stack.nkernel);
+		assert_int_equal(cut_view.stack.size,
+				 whole.stack.size < keep ? whole.stack.size : keep);
+		if (whole.stack.size)
+			assert_memory_equal(cut_view.stack.data, whole.stack.data,
+					    cut_view.stack.size);
+	}
+}
+
+/* Samples it can't cut are copied whole: no stack, a cut-short one, a field after it. */
+static void test_decode__stack_cut_refused(void **state)
+{
+	struct builder b;
+	struct stack_cut cut;
+	size_t size;
+
+	(void)state;
+	build_sample(&b, false, PERF_SAMPLE_REGS_ABI_64, 0, 0);
+	assert_false(sample_stack_cut(read_flat, b.buf, (uint32_t)b.len, false, &cut));
+	build_sample(&b, true, PERF_SAMPLE_REGS_ABI_64, 256, 100);
+	for (size = 0; size < b.len; size++)
+		assert_false(sample_stack_cut(read_flat, b.buf, (uint32_t)size, true, &cut));
+	put_u64(&b, 0); /* a field past the stack: not the layout asked for */
+	assert_false(sample_stack_cut(read_flat, b.buf, (uint32_t)b.len, true, &cut));
+	/* A callchain that says it is longer than the record. */
+	build_sample(&b, true, PERF_SAMPLE_REGS_ABI_64, 64, 64);
+	memcpy(b.buf + sizeof(struct perf_event_header) + 32, &(uint64_t){ 1ULL << 40 }, 8);
+	assert_false(sample_stack_cut(read_flat, b.buf, (uint32_t)b.len, true, &cut));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -221,6 +303,8 @@ int main(void)
 		cmocka_unit_test(test_decode__every_cut_is_refused),
 		cmocka_unit_test(test_decode__lying_sizes_are_refused),
 		cmocka_unit_test(test_decode__time_and_pid),
+		cmocka_unit_test(test_decode__stack_cut_keeps_what_was_copied),
+		cmocka_unit_test(test_decode__stack_cut_refused),
 	};
 
 	return cmocka_run_group_tests_name("decode", tests, NULL, NULL);
