@@ -90,6 +90,33 @@ static bool same_frame(const struct sampler *s, const struct py_stack *ps,
 }
 
 /*
+ * Whether @a and @b, from the root, are the same calls down to a pool worker loop's
+ * frame with the same task read in both: what they share below it is that one task's,
+ * however far apart they were read. Under load (four computing workers on two cores,
+ * without root) a worker's stacks came up to 12 ms late, and its job's slice had holes
+ * where the reads around a sample lay further apart than the bracket's window.
+ */
+static bool same_task(const struct sampler *s, const struct py_stack *a, const struct py_stack *b)
+{
+	uint32_t n, k;
+
+	for (n = 0; n < a->n && n < b->n; n++) {
+		const struct cpython_frame *x = &a->frames[a->n - 1 - n];
+		const struct cpython_frame *y = &b->frames[b->n - 1 - n];
+
+		if (x->code != y->code || x->fingerprint != y->fingerprint)
+			return false;
+		for (k = 0; a->proc && k < a->proc->ntask_codes; k++) {
+			if (a->proc->task_codes[k].code == x->code)
+				return x->args == y->args && task_read(s, x->args);
+		}
+		if (x->lasti != y->lasti || x->args != y->args)
+			return false;
+	}
+	return false;
+}
+
+/*
  * A wait too short to be read from outside lies between two stacks that are known: the
  * last one read before it and the first one read after it. What both share (from the
  * root: the same calls) held all along; keep only that.
@@ -181,7 +208,8 @@ struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_
 	if (after) {
 		/* Read after: bracketed by a read before, or unknown. */
 		if (!before || before->proc != after->proc ||
-		    after->read_ns - before->read_ns > bracket_window(s) ||
+		    (after->read_ns - before->read_ns > bracket_window(s) &&
+		     !same_task(s, before, after)) ||
 		    after->proc != hashmap__get(s->pythons, t->pid) || !(ps = py_stack_copy(after)))
 			return NULL;
 		keep_common_root(s, ps, before);

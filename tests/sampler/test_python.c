@@ -159,33 +159,46 @@ static void remember_read(struct task_state *t, struct cpython_process *proc, ui
 }
 
 /*
+ * A sampler with one thread of a process whose pool worker loop is code 0x1001 (the
+ * middle frame of test_py_stack's), and argument lists: @unknown (no task locals),
+ * @task0 and @task1 (two tasks' numbers, read with the loop).
+ */
+static struct sampler *pool_worker(struct cpython_process **proc, struct task_state **t,
+				   uint32_t *unknown, uint32_t *task0, uint32_t *task1)
+{
+	static const struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
+						  .frequency_hz = 1000,
+						  .stack_bytes = 8192 };
+	struct sampler *s = sampler__new(&opts);
+
+	assert_non_null(s);
+	*proc = test_python_process(s, 4194400);
+	assert_non_null(*proc);
+	(*proc)->task_codes[0].code = 0x1001;
+	(*proc)->task_codes[0].kind = CPYTHON_TASK_MP_POOL;
+	(*proc)->ntask_codes = 1;
+	*unknown = list_id(s, 0, 0xa000);
+	*task0 = list_id(s, CPYTHON_ARG_TASK, 0xb000);
+	*task1 = list_id(s, CPYTHON_ARG_TASK, 0xb100);
+	assert_true(*unknown && *task0 && *task1);
+	*t = task_get(s, 4194400, 4194401, true);
+	assert_non_null(*t);
+	return s;
+}
+
+/*
  * A pool worker's loop read before the loop was known (no task locals) and read after
  * with them is the same call where two reads bracket a moment; two tasks are not.
  */
 static void test_python__bracket_across_a_loop_found(void **state)
 {
-	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
-				     .frequency_hz = 1000,
-				     .stack_bytes = 8192 };
-	struct sampler *s = sampler__new(&opts);
 	uint32_t unknown, task0, task1;
 	struct cpython_process *proc;
 	struct task_state *t;
+	struct sampler *s = pool_worker(&proc, &t, &unknown, &task0, &task1);
 	struct py_stack *g;
 
 	(void)state;
-	assert_non_null(s);
-	proc = test_python_process(s, 4194400);
-	assert_non_null(proc);
-	proc->task_codes[0].code = 0x1001; /* frames[1] of test_py_stack's: the loop */
-	proc->task_codes[0].kind = CPYTHON_TASK_MP_POOL;
-	proc->ntask_codes = 1;
-	unknown = list_id(s, 0, 0xa000);
-	task0 = list_id(s, CPYTHON_ARG_TASK, 0xb000);
-	task1 = list_id(s, CPYTHON_ARG_TASK, 0xb100);
-	assert_true(unknown && task0 && task1);
-	t = task_get(s, 4194400, 4194401, true);
-	assert_non_null(t);
 	remember_read(t, proc, 1000000, 1100000, unknown);
 	remember_read(t, proc, 2000000, 2600000, task1);
 	g = guess_at(s, t, 2000000);
@@ -204,12 +217,50 @@ static void test_python__bracket_across_a_loop_found(void **state)
 	sampler__free(s);
 }
 
+/*
+ * Reads further apart than the bracket's window (10 ms at 1 kHz) still bracket a moment
+ * when both show the same pool task, read with the loop: what they share is that task's
+ * (without root under load, a worker's stacks came up to 13 ms late). Not when the tasks
+ * differ, nor when the task is not known on both sides. A run of late reads: the read
+ * before the moment is found behind several read after it.
+ */
+static void test_python__bracket_one_task_far_apart(void **state)
+{
+	uint32_t unknown, task0, task1, k;
+	struct cpython_process *proc;
+	struct task_state *t;
+	struct sampler *s = pool_worker(&proc, &t, &unknown, &task0, &task1);
+	struct py_stack *g;
+
+	(void)state;
+	/* Read 1.1 ms, then samples at 2..7 ms all read late, from 16 ms on. */
+	remember_read(t, proc, 1000000, 1100000, task0);
+	for (k = 0; k < 6; k++)
+		remember_read(t, proc, 2000000 + k * 1000000, 16000000 + k * 100000, task0);
+	g = guess_at(s, t, 2000000);
+	assert_non_null(g);
+	assert_int_equal(g->n, 3);
+	assert_int_equal(g->frames[0].code, 0x5111);
+	assert_int_equal(g->read_ns, 16000000);
+	py_stack_free(g);
+	/* The next task read late as far: nothing known. */
+	remember_read(t, proc, 20000000, 20100000, task0);
+	remember_read(t, proc, 21000000, 35000000, task1);
+	assert_null(guess_at(s, t, 21000000));
+	/* The task unknown on one side: nothing either. */
+	remember_read(t, proc, 40000000, 40100000, unknown);
+	remember_read(t, proc, 41000000, 55000000, unknown);
+	assert_null(guess_at(s, t, 41000000));
+	sampler__free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_python__fresh_stack_survives_failed_growth),
 		cmocka_unit_test(test_python__guess_read_after_the_switch),
 		cmocka_unit_test(test_python__bracket_across_a_loop_found),
+		cmocka_unit_test(test_python__bracket_one_task_far_apart),
 	};
 
 	return cmocka_run_group_tests_name("python", tests, NULL, NULL);
