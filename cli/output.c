@@ -126,9 +126,9 @@ static void print_summary(struct session *s, int close_err, bool written,
 			"pytrace-sample: %" PRIu64 " of %" PRIu64
 			" Python stacks read from outside came over two sampling periods after "
 			"their samples (a busy machine or too high a rate), and those samples show "
-			"only what the stacks around them share: lower -F, or run as root for "
-			"the eBPF reader\n",
-			st.late_walks, st.sample_walks);
+			"only what the stacks around them share: lower -F%s\n",
+			st.late_walks, st.sample_walks,
+			st.kernel_samples ? "" : ", or run as root for the eBPF reader");
 	if (st.cut_stacks)
 		fprintf(stderr,
 			"pytrace-sample: %" PRIu64

@@ -290,7 +290,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts);
 uint32_t online_cpus(void);
 uint64_t sample_type(const struct sampler_opts *opts);
 void build_attrs(struct sampler *s, bool privileged);
-void wake_at_every_sample(struct sampler *s);
+void wake_for_outside_reads(struct sampler *s);
 int open_task_events(struct sampler *s, pid_t tid);
 
 /* ---- tasks.c: task and process liveness ---- */

@@ -242,7 +242,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 				strerror(errno));
 	}
 	if (!s->bpf)
-		wake_at_every_sample(s);
+		wake_for_outside_reads(s);
 	raise_fd_limit();
 	s->start_ns = sampler_now_ns();
 	return s;
