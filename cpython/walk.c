@@ -128,11 +128,12 @@ static struct walk_reads walk_reads(const struct cpython_layout *l, bool args)
 	struct walk_reads r = { l->frame_size, false, 0, 0 };
 	uint64_t lo = l->code_filename < l->code_name ? l->code_filename : l->code_name;
 	uint64_t hi = (l->code_filename > l->code_name ? l->code_filename : l->code_name) + 8;
-
-	if (l->code_version && l->code_version < lo)
-		lo = l->code_version;
 	uint64_t slots_end = l->frame_localsplus + 8 * CPYTHON_MAX_ARGS;
 
+	if (l->code_version) {
+		lo = l->code_version < lo ? l->code_version : lo;
+		hi = l->code_version + 8 > hi ? l->code_version + 8 : hi;
+	}
 	args = args && l->frame_localsplus && l->code_argcount;
 	if (args && slots_end <= 4096) {
 		r.frame_len = slots_end > l->frame_size ? slots_end : l->frame_size;

@@ -105,7 +105,17 @@ bool sample_stack_cut(void (*read)(const void *src, uint32_t off, void *buf, siz
 	read(src, (uint32_t)(off + 8 + n), &cut->dyn, sizeof(cut->dyn));
 	cut->size_at = (uint32_t)off;
 	cut->keep = (uint32_t)(((cut->dyn < n ? cut->dyn : n) + 7) / 8 * 8);
+	cut->size = cut->size_at + 16 + cut->keep;
 	return true;
+}
+
+void stack_cut_apply(const struct stack_cut *cut, uint8_t *rec)
+{
+	uint64_t keep = cut->keep;
+
+	memcpy(rec + cut->size_at, &keep, sizeof(keep));
+	memcpy(rec + cut->size - 8, &cut->dyn, sizeof(cut->dyn));
+	((struct perf_event_header *)rec)->size = (uint16_t)cut->size;
 }
 
 /* The time of any record: samples carry it near the start, others in the sample_id trailer. */

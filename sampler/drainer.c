@@ -70,26 +70,19 @@ static void read_ring_rec(const void *src, uint32_t off, void *buf, size_t len)
  * most of the drainer's time at 10 kHz and the reason stacks read from outside came
  * late. The copy says the stack's size is what is kept, so it reads as any sample.
  */
-static struct qrec *copy_record(const struct ring_rec *r, void *ctx)
+struct qrec *copy_record(const struct ring_rec *r, void *sampler)
 {
-	struct sampler *s = ctx;
+	const struct sampler *s = sampler;
 	struct stack_cut cut;
-	uint64_t keep;
 	struct qrec *rec;
 
 	if (r->hdr.type != PERF_RECORD_SAMPLE ||
 	    !sample_stack_cut(read_ring_rec, r, r->hdr.size, s->opts.kernel_stacks, &cut)) {
 		rec = ring_rec__copy(r);
-	} else {
-		rec = malloc(sizeof(*rec) + cut.size_at + 16 + cut.keep);
-		if (!rec)
-			return NULL;
-		ring_rec__read(r, 0, rec->data, cut.size_at + 8 + cut.keep);
-		keep = cut.keep;
-		memcpy(rec->data + cut.size_at, &keep, sizeof(keep));
-		memcpy(rec->data + cut.size_at + 8 + cut.keep, &cut.dyn, sizeof(cut.dyn));
-		rec->size = cut.size_at + 16 + cut.keep;
-		((struct perf_event_header *)rec->data)->size = (uint16_t)rec->size;
+	} else if ((rec = malloc(sizeof(*rec) + cut.size))) {
+		ring_rec__read(r, 0, rec->data, cut.size - 8);
+		stack_cut_apply(&cut, rec->data);
+		rec->size = cut.size;
 		rec->py = NULL;
 		rec->cpu = r->ring->cpu;
 	}

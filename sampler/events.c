@@ -34,6 +34,7 @@ uint64_t sample_type(const struct sampler_opts *opts)
 	return type;
 }
 
+/* The events' attributes; after the eBPF reader was loaded, or was not (s->bpf). */
 void build_attrs(struct sampler *s, bool privileged)
 {
 	struct perf_event_attr *a = &s->clock_attr;
@@ -60,13 +61,33 @@ void build_attrs(struct sampler *s, bool privileged)
 	a->exclude_kernel = !privileged;
 	a->exclude_hv = 1;
 	a->exclude_callchain_user = 1;
-	/*
-	 * Wake the drainer by bytes, not per record: with wakeup_watermark 0 the kernel
-	 * wakes pollers when the ring is half full (ring_buffer_init()), whatever size the
-	 * ring ends up (it may be shrunk to fit perf_event_mlock_kb).
-	 */
-	a->watermark = 1;
-	a->wakeup_watermark = 0;
+	if (s->bpf) {
+		/*
+		 * Wake the drainer by bytes, not per record: with wakeup_watermark 0 the
+		 * kernel wakes pollers when the ring is half full (ring_buffer_init()),
+		 * whatever size the ring ends up (it may be shrunk to fit perf_event_mlock_kb).
+		 */
+		a->watermark = 1;
+		a->wakeup_watermark = 0;
+	} else {
+		/*
+		 * Python stacks are read from outside when the drainer gets to their samples:
+		 * wake it at every sample, at most 10,000 times a second of a thread's CPU.
+		 * Woken when the ring was half full or by its 1 ms poll, it read them up to a
+		 * ms late; a sample over two periods late keeps only what the reads around it
+		 * share, which at 10 kHz left out most short calls (bench/py_split.py: split
+		 * 8-20 pp off, unprivileged). Woken at every sample it reads a stack a median
+		 * 42-102 us after it on an idle machine (0.1-0.3 pp). The target pays: ~30 us
+		 * of its CPU a wake-up on this VM, +33-36 % over the sampling's own cost at
+		 * 10 kHz. Waking every second sample halved that but brought the error back
+		 * to 0.7-1.4 pp; polling every 50 us from the drainer cost the target +7 % and
+		 * left 30 % of the stacks late. At 100 kHz a wake-up at every sample left the
+		 * target no time of its own (24 M samples in 1,000 s of its CPU, 0.45 s of
+		 * work not done after 16 minutes): hence the cap.
+		 */
+		a->watermark = 0;
+		a->wakeup_events = (s->opts.frequency_hz + 9999) / 10000;
+	}
 
 	/* Sampled on every switch; must see kernel mode, where switches happen. */
 	s->switch_attr = *a;
@@ -78,28 +99,6 @@ void build_attrs(struct sampler *s, bool privileged)
 	a->exclude_kernel = 0;
 	a->watermark = 0;
 	a->wakeup_events = 0;
-}
-
-/*
- * Without the eBPF reader, Python stacks are read from outside when the drainer gets to
- * their samples, so it is woken at every sample up to 10 kHz. Woken when the ring was half full (or by its 1 ms poll), it read each
- * up to a ms late; over two periods late, a sample keeps only what the reads around it
- * share, and at 10 kHz that left out most of the short calls: split error 8-20
- * percentage points on bench/py_split.py. Woken at every sample, it reads a stack a
- * median 42-102 us after its sample on an idle machine (split error 0.2-0.3 pp at
- * 10 kHz). The price is paid in the target: the kernel's wake-up at each sample cost
- * ~30 us of its CPU on this VM (+35 % at 10 kHz on top of the sampling's own +25 %, ~3 %
- * at 1 kHz). Waking every second sample halved that but brought the error back to
- * 0.7-1.4 pp; polling every 50 us from the drainer's side cost the target +7 % and left
- * 30 % of the stacks late: tried and not kept. Above 10 kHz it wakes every few samples,
- * at most 10,000 times a second of the thread's CPU: at 100 kHz a wake-up at every
- * sample (~40 us of the target's CPU for a 10 us period) kept py_alternate.py's 0.45 s
- * of work from ending in 16 minutes (4 s without the wake-ups).
- */
-void wake_for_outside_reads(struct sampler *s)
-{
-	s->clock_attr.watermark = 0;
-	s->clock_attr.wakeup_events = (s->opts.frequency_hz + 9999) / 10000;
 }
 
 static int remember_fd(struct sampler *s, int fd)

@@ -290,7 +290,6 @@ struct sampler *sampler__new(const struct sampler_opts *opts);
 uint32_t online_cpus(void);
 uint64_t sample_type(const struct sampler_opts *opts);
 void build_attrs(struct sampler *s, bool privileged);
-void wake_for_outside_reads(struct sampler *s);
 int open_task_events(struct sampler *s, pid_t tid);
 
 /* ---- tasks.c: task and process liveness ---- */
@@ -308,11 +307,12 @@ bool decode_sample(const uint8_t *rec, uint32_t size, bool callchain, struct sam
 uint64_t record_time(const struct perf_event_header *hdr, void *ctx);
 /*
  * How to copy a PERF_RECORD_SAMPLE without the user stack bytes the kernel reserved but
- * did not fill: the first @size_at + 8 + @keep bytes, with the stack's size field (at
- * @size_at) made @keep, then @dyn (its dynamic size, the record's last 8 bytes).
+ * did not fill: its first @size - 8 bytes, up to the stack's first @keep, then
+ * stack_cut_apply() (the stack's size field at @size_at made @keep, and @dyn, its
+ * dynamic size, last).
  */
 struct stack_cut {
-	uint32_t size_at, keep;
+	uint32_t size_at, keep, size;
 	uint64_t dyn;
 };
 
@@ -322,11 +322,15 @@ struct stack_cut {
  */
 bool sample_stack_cut(void (*read)(const void *src, uint32_t off, void *buf, size_t len),
 		      const void *src, uint32_t size, bool callchain, struct stack_cut *cut);
+/* Makes @rec, @cut->size bytes holding the sample's first @cut->size - 8, the cut sample. */
+void stack_cut_apply(const struct stack_cut *cut, uint8_t *rec);
 uint32_t record_pid(const struct qrec *q);
 /* An exit code as wait() reports it, as a shell shows it: 128 + signal when killed. */
 int decode_exit_code(uint32_t code);
 
 /* ---- drainer.c: the drainer thread ---- */
+/* ring__drain()'s copier: @sampler's records, samples' stack copies cut (stack_cut). */
+struct qrec *copy_record(const struct ring_rec *r, void *sampler);
 void drain_rings(struct sampler *s, bool last);
 int start_drainer(struct sampler *s);
 void stop_drainer(struct sampler *s);

@@ -218,7 +218,6 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		errno = ENOMEM;
 		return NULL;
 	}
-	build_attrs(s, privileged);
 	s->use_switch_event = opts->mode == SAMPLER_MODE_WALL;
 	s->bpf_synced = hashmap__new();
 	if (!s->bpf_synced) {
@@ -241,8 +240,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 				"after their samples; waits shorter than ~2 ms get approximate ones",
 				strerror(errno));
 	}
-	if (!s->bpf)
-		wake_for_outside_reads(s);
+	build_attrs(s, privileged);
 	raise_fd_limit();
 	s->start_ns = sampler_now_ns();
 	return s;

@@ -67,18 +67,24 @@ static bool task_read(const struct sampler *s, uint32_t id)
  * which must not end the loop's slice (the trace takes it as the same, see
  * symbolize/python.c), nor cut the loop from a stack both share.
  */
-static bool same_args(const struct sampler *s, const struct py_stack *ps,
-		      const struct cpython_frame *a, const struct cpython_frame *b)
+/* Whether @code is a pool worker loop's (its walks read the task locals). */
+static bool task_loop(const struct py_stack *ps, uint64_t code)
 {
 	uint32_t k;
 
-	if (a->args == b->args)
-		return true;
 	for (k = 0; ps->proc && k < ps->proc->ntask_codes; k++) {
-		if (ps->proc->task_codes[k].code == a->code)
-			return !task_read(s, a->args) || !task_read(s, b->args);
+		if (ps->proc->task_codes[k].code == code)
+			return true;
 	}
 	return false;
+}
+
+static bool same_args(const struct sampler *s, const struct py_stack *ps,
+		      const struct cpython_frame *a, const struct cpython_frame *b)
+{
+	if (a->args == b->args)
+		return true;
+	return task_loop(ps, a->code) && (!task_read(s, a->args) || !task_read(s, b->args));
 }
 
 /* The same call: the same code, call site and arguments (one task, not the next). */
@@ -93,25 +99,22 @@ static bool same_frame(const struct sampler *s, const struct py_stack *ps,
  * Whether @a and @b, from the root, are the same calls down to a pool worker loop's
  * frame with the same task read in both: what they share below it is that one task's,
  * however far apart they were read. Under load (four computing workers on two cores,
- * without root) a worker's stacks came up to 12 ms late, and its job's slice had holes
+ * without root) a worker's stacks came up to 13 ms late, and its job's slice had holes
  * where the reads around a sample lay further apart than the bracket's window.
  */
 static bool same_task(const struct sampler *s, const struct py_stack *a, const struct py_stack *b)
 {
-	uint32_t n, k;
+	uint32_t n;
 
 	for (n = 0; n < a->n && n < b->n; n++) {
 		const struct cpython_frame *x = &a->frames[a->n - 1 - n];
 		const struct cpython_frame *y = &b->frames[b->n - 1 - n];
 
-		if (x->code != y->code || x->fingerprint != y->fingerprint)
+		if (!same_frame(s, a, x, y, false))
 			return false;
-		for (k = 0; a->proc && k < a->proc->ntask_codes; k++) {
-			if (a->proc->task_codes[k].code == x->code)
-				return x->args == y->args && task_read(s, x->args);
-		}
-		if (x->lasti != y->lasti || x->args != y->args)
-			return false;
+		/* same_frame() takes a loop whose task was not read for any task. */
+		if (task_loop(a, x->code))
+			return x->args == y->args && task_read(s, x->args);
 	}
 	return false;
 }

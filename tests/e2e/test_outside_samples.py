@@ -48,12 +48,13 @@ class OutsideSamples(unittest.TestCase):
         # Measured here: 0-13 of 290 calls missing on an idle machine, up to 32 (Debian's
         # 3.11) with a CPU hog on the other core, 103 once in a full suite (before the
         # drainer stopped copying the unused part of each sample's stack copy, which
-        # took most of its time); edges: 90th percentile 136-351 us. Without the wake-up
-        # at every sample, 278-288 are missing: the bound is between the two. A call goes missing when the stacks around it came over two
-        # periods late: the drainer had no CPU in time, or was not woken. Which, is told
-        # by the share of stacks read within a period and by how long the tool's
-        # threads waited for a CPU (on an idle machine here, up to ~40 % of the run:
-        # the tool and the target are three threads on two cores).
+        # took most of its time); edges: 90th percentile 136-351 us. Without the
+        # wake-up at every sample, 278-288 are missing: the bound is between the two.
+        # A call goes missing when the stacks around it came over two periods late:
+        # the drainer had no CPU in time, or was not woken. Which, is told by the share
+        # of stacks read within a period and by how long the tool's threads waited for
+        # a CPU (on an idle machine here, up to ~40 % of the run: the tool and the
+        # target are three threads on two cores).
         prompt = other["prompt_python_walks"] / max(other["sample_python_walks"], 1)
         who = ("%.0f %% of stacks read within a period of their sample, %s; a thread of "
                "the tool waited %.0f ms in all for a CPU in a %.0f ms run" % (

@@ -82,4 +82,66 @@ static inline struct py_stack *test_py_stack(struct cpython_process *proc, uint3
 	return ps;
 }
 
+/* A record being built, @len bytes so far. */
+struct builder {
+	uint8_t buf[4096];
+	size_t len;
+};
+
+/* Appends @n bytes of @src to @b. */
+static inline void put(struct builder *b, const void *src, size_t n)
+{
+	if (b->len + n > sizeof(b->buf))
+		abort(); /* a test building more than it has room for */
+	memcpy(b->buf + b->len, src, n);
+	b->len += n;
+}
+
+static inline void put_u32(struct builder *b, uint32_t v)
+{
+	put(b, &v, sizeof(v));
+}
+
+static inline void put_u64(struct builder *b, uint64_t v)
+{
+	put(b, &v, sizeof(v));
+}
+
+/*
+ * A sample as our events write it: id, pid/tid, time, cpu/res, [callchain], user regs,
+ * user stack (size, bytes, dynamic size).
+ */
+static inline void build_sample(struct builder *b, bool callchain, uint64_t abi,
+				uint64_t stack_size, uint64_t dyn_size)
+{
+	struct perf_event_header hdr = { PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, 0 };
+	uint64_t i;
+
+	memset(b, 0, sizeof(*b));
+	put(b, &hdr, sizeof(hdr));
+	put_u64(b, 77);	  /* id */
+	put_u32(b, 100);  /* pid */
+	put_u32(b, 101);  /* tid */
+	put_u64(b, 5000); /* time */
+	put_u32(b, 3);	  /* cpu */
+	put_u32(b, 0);	  /* res */
+	if (callchain) {
+		put_u64(b, 2);
+		put_u64(b, 0xffffffff81000010ULL);
+		put_u64(b, 0xffffffff81000020ULL);
+	}
+	put_u64(b, abi);
+	if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
+		for (i = 0; i < SREG_COUNT; i++)
+			put_u64(b, 0x1000 + i);
+	}
+	put_u64(b, stack_size);
+	if (stack_size) {
+		for (i = 0; i < stack_size; i++)
+			put(b, &(uint8_t){ (uint8_t)i }, 1);
+		put_u64(b, dyn_size);
+	}
+	((struct perf_event_header *)b->buf)->size = (uint16_t)b->len;
+}
+
 #endif

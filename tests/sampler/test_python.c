@@ -62,6 +62,23 @@ static void test_python__fresh_stack_survives_failed_growth(void **state)
 }
 
 /*
+ * guess_at(@at) is @n frames, @innermost the innermost's code, read at @read_ns (0: any
+ * time).
+ */
+static void assert_guess(struct sampler *s, const struct task_state *t, uint64_t at, uint32_t n,
+			 uint64_t innermost, uint64_t read_ns)
+{
+	struct py_stack *g = guess_at(s, t, at);
+
+	assert_non_null(g);
+	assert_int_equal(g->n, n);
+	assert_int_equal(g->frames[0].code, innermost);
+	if (read_ns)
+		assert_int_equal(g->read_ns, read_ns);
+	py_stack_free(g);
+}
+
+/*
  * A switch-out's guess is the latest stack only when that was read by then. Read later
  * (the drainer got to the sample after the thread ran on, into other calls), it is kept
  * only where it agrees with the stack read before it; with none, no Python frames.
@@ -76,7 +93,7 @@ static void test_python__guess_read_after_the_switch(void **state)
 	struct sampler *s = sampler__new(&opts);
 	struct cpython_process *proc;
 	struct task_state *t;
-	struct py_stack *ps, *g;
+	struct py_stack *ps;
 
 	(void)state;
 	assert_non_null(s);
@@ -89,27 +106,15 @@ static void test_python__guess_read_after_the_switch(void **state)
 	assert_non_null(ps);
 	remember_py(t, ps);
 	py_stack_free(ps);
-	g = guess_at(s, t, 1500000);
-	assert_non_null(g);
-	assert_int_equal(g->n, 3);
-	assert_int_equal(g->frames[0].code, 0x5111);
-	py_stack_free(g);
+	assert_guess(s, t, 1500000, 3, 0x5111, 0);
 	/* The next sample (in the loop still) read at 2.6 ms, in the call after the loop. */
 	ps = test_py_stack(proc, 3, 0x7222, 2000000, 2600000);
 	remember_py(t, ps);
 	py_stack_free(ps);
 	/* A switch-out at 2.3 ms: the loop or the later call, unknown; their caller held. */
-	g = guess_at(s, t, 2300000);
-	assert_non_null(g);
-	assert_int_equal(g->n, 2);
-	assert_int_equal(g->frames[0].code, 0x1001);
-	py_stack_free(g);
+	assert_guess(s, t, 2300000, 2, 0x1001, 0);
 	/* At 2.7 ms, after the read: all of it. */
-	g = guess_at(s, t, 2700000);
-	assert_non_null(g);
-	assert_int_equal(g->n, 3);
-	assert_int_equal(g->frames[0].code, 0x7222);
-	py_stack_free(g);
+	assert_guess(s, t, 2700000, 3, 0x7222, 0);
 	/*
 	 * The one before read after the switch-out too (a drainer a period behind): the
 	 * first read after it and the latest before it (at 2.6 and 1.1 ms) bracket it.
@@ -117,12 +122,7 @@ static void test_python__guess_read_after_the_switch(void **state)
 	ps = test_py_stack(proc, 3, 0x7222, 2500000, 2900000);
 	remember_py(t, ps);
 	py_stack_free(ps);
-	g = guess_at(s, t, 2550000);
-	assert_non_null(g);
-	assert_int_equal(g->n, 2);
-	assert_int_equal(g->frames[0].code, 0x1001);
-	assert_int_equal(g->read_ns, 2600000);
-	py_stack_free(g);
+	assert_guess(s, t, 2550000, 2, 0x1001, 2600000);
 	/* Only the one-sided guess's window after the latest read: nothing known past it. */
 	assert_null(guess_at(s, t, 2500000 + 4000001));
 	/* Reads more than 10 ms apart bracket nothing (a call could have been made again). */
@@ -209,11 +209,7 @@ static void test_python__bracket_across_a_loop_found(void **state)
 	/* Another task before: only the root held. */
 	remember_read(t, proc, 3000000, 3100000, task0);
 	remember_read(t, proc, 4000000, 4600000, task1);
-	g = guess_at(s, t, 4000000);
-	assert_non_null(g);
-	assert_int_equal(g->n, 1);
-	assert_int_equal(g->frames[0].code, 0x1002);
-	py_stack_free(g);
+	assert_guess(s, t, 4000000, 1, 0x1002, 0);
 	sampler__free(s);
 }
 
@@ -230,19 +226,13 @@ static void test_python__bracket_one_task_far_apart(void **state)
 	struct cpython_process *proc;
 	struct task_state *t;
 	struct sampler *s = pool_worker(&proc, &t, &unknown, &task0, &task1);
-	struct py_stack *g;
 
 	(void)state;
 	/* Read 1.1 ms, then samples at 2..7 ms all read late, from 16 ms on. */
 	remember_read(t, proc, 1000000, 1100000, task0);
 	for (k = 0; k < 6; k++)
 		remember_read(t, proc, 2000000 + k * 1000000, 16000000 + k * 100000, task0);
-	g = guess_at(s, t, 2000000);
-	assert_non_null(g);
-	assert_int_equal(g->n, 3);
-	assert_int_equal(g->frames[0].code, 0x5111);
-	assert_int_equal(g->read_ns, 16000000);
-	py_stack_free(g);
+	assert_guess(s, t, 2000000, 3, 0x5111, 16000000);
 	/* The next task read late as far: nothing known. */
 	remember_read(t, proc, 20000000, 20100000, task0);
 	remember_read(t, proc, 21000000, 35000000, task1);
