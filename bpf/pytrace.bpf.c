@@ -69,13 +69,13 @@ struct {
 
 /*
  * Where an event is built before it is copied into the ring at its real length: one per
- * CPU and kind (a sample could interrupt a switch's walk), entry 2 * cpu + kind. Not a
+ * CPU and kind of walk (see walk_and_send()), entry 3 * cpu + which. Not a
  * per-CPU array: those hold at most 32 KB a value, and an event has room for 1,024
  * frames. User space sizes it for the CPUs there are.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, struct pytrace_event);
 } scratch SEC(".maps");
@@ -261,7 +261,7 @@ struct walk_buf {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, struct walk_buf);
 } walk_bufs SEC(".maps");
@@ -410,7 +410,9 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	struct frame_walk w = { 0 };
 	__u64 *known, tstate, size;
 	__u32 frames_size, args_size, names_size;
-	__u32 slot = bpf_get_smp_processor_id() * 2 + (kind & 1);
+	/* Its buffers: a sample or a message's read may interrupt a switch's, not each other. */
+	__u32 which = kind == PYTRACE_EV_SWITCH ? 0 : kind == PYTRACE_EV_SAMPLE ? 1 : 2;
+	__u32 slot = bpf_get_smp_processor_id() * 3 + which;
 
 	cfg = bpf_map_lookup_elem(&py_cfg, &tgid);
 	if (!cfg)
@@ -420,7 +422,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	if (!tstate)
 		return -1;
 	e = bpf_map_lookup_elem(&scratch, &slot);
-	w.buf = bpf_map_lookup_elem(&walk_bufs, &kind);
+	w.buf = bpf_map_lookup_elem(&walk_bufs, &which);
 	if (!e || !w.buf)
 		return -1;
 	w.buf->walk_id = ++w.buf->walks; /* per CPU and kind: no other walk runs on it meanwhile */
@@ -561,6 +563,70 @@ int on_switch_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	return 1;
+}
+
+/*
+ * Messages between the processes of a pool (multiprocessing's connections: a task handed
+ * to a worker, its result sent back) are pickles written to and read from pipes and
+ * sockets, whose first bytes carry the task's numbers. At the end of each read or write
+ * of a Python thread that may be one, its first bytes are sent, then the thread's stack
+ * (read in its own context, as at a sample). What the bytes are is decided in user
+ * space. One tracepoint at every system call's end, not one per call: each attached
+ * syscall tracepoint costs ~50 ms to detach here (the kernel waits for its readers).
+ */
+#define NR_READ 0 /* x86-64 */
+#define NR_WRITE 1
+
+/*
+ * Whether @len bytes at @buf may be a pickled message: a pickle of protocol 2 or later
+ * (PROTO, 0x80, first), or multiprocessing's 4-byte big-endian length of one under
+ * 16 MB (first byte 0) with the pickle after it. One 8-byte read; most end here.
+ */
+static __always_inline bool maybe_pickle(__u64 buf, __s64 len)
+{
+	__u8 head[8] = {};
+
+	if (len < 8 || bpf_probe_read_user(head, sizeof(head), (const void *)buf))
+		return false;
+	return head[0] == 0x80 || (head[0] == 0 && head[4] == 0x80);
+}
+
+static __always_inline int send_message(__u64 id, __u64 buf, __s64 len, bool sent)
+{
+	__u32 n = len < PYTRACE_MESSAGE_BYTES ? (__u32)len : PYTRACE_MESSAGE_BYTES;
+	struct pytrace_event *e =
+		bpf_ringbuf_reserve(&events, PYTRACE_EVENT_HEADER_SIZE + PYTRACE_MESSAGE_BYTES, 0);
+
+	if (!e) {
+		count(PYTRACE_STAT_RINGBUF_FULL);
+		return -1;
+	}
+	event_start(e, id >> 32, (__u32)id, PYTRACE_EV_MESSAGE);
+	e->syscall = sent;
+	e->syscall_arg = len;
+	n &= 2 * PYTRACE_MESSAGE_BYTES - 1; /* for the verifier: it is <= MESSAGE_BYTES */
+	if (n > PYTRACE_MESSAGE_BYTES ||
+	    bpf_probe_read_user((__u8 *)e + PYTRACE_EVENT_HEADER_SIZE, n, (const void *)buf))
+		n = 0;
+	e->args_size = n;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	count(PYTRACE_STAT_MESSAGES);
+	return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(on_syscall_done, struct pt_regs *regs, long ret)
+{
+	__u64 id = bpf_get_current_pid_tgid(), nr, buf;
+	__u32 tgid = id >> 32;
+
+	nr = kernel_u64(regs, kernel_offsets.regs_orig_ax);
+	if ((nr != NR_READ && nr != NR_WRITE) || ret < 8 || !bpf_map_lookup_elem(&py_cfg, &tgid))
+		return 0;
+	buf = kernel_u64(regs, kernel_offsets.regs_si);
+	if (maybe_pickle(buf, ret) && !send_message(id, buf, ret, nr == NR_WRITE))
+		walk_and_send(PYTRACE_EV_MESSAGE_STACK, tgid, (__u32)id);
+	return 0;
 }
 
 /*

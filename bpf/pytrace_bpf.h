@@ -104,7 +104,7 @@ struct pytrace_kernel_offsets {
 	__u32 regs_orig_ax;
 	__u32 task_exit_code; /* task_struct.exit_code */
 	__u32 regs_di;	      /* pt_regs.di: a system call's first argument */
-	__u32 pad;
+	__u32 regs_si;	      /* pt_regs.si: its second */
 };
 
 /*
@@ -149,7 +149,22 @@ enum pytrace_event_kind {
 	PYTRACE_EV_SWITCH, /* the thread switched out (tp_btf/sched_switch) */
 	PYTRACE_EV_SAMPLE, /* a cpu-clock sample interrupted it (perf_event program) */
 	PYTRACE_EV_EXIT,   /* a traced process ended (no frames; exit code in syscall) */
+	/*
+	 * A Python thread wrote or read what may be a pickled message, at the system
+	 * call's end: no frames; syscall 1 for a write, 0 for a read; syscall_arg the
+	 * bytes written or read, the first args_size (<= PYTRACE_MESSAGE_BYTES) of them
+	 * after the header. Its stack follows as the next event of that thread.
+	 */
+	PYTRACE_EV_MESSAGE,
+	PYTRACE_EV_MESSAGE_STACK, /* the thread's frames as the message went */
 };
+
+/*
+ * A message's first bytes sent with it: a multiprocessing connection's length header
+ * (4 bytes) and a pickle's protocol, frame and first items (two task numbers, what
+ * follows) fit.
+ */
+#define PYTRACE_MESSAGE_BYTES 64
 
 /*
  * Whether a sampled or switched-out thread held its interpreter's GIL: `locked` set and
@@ -204,6 +219,7 @@ enum pytrace_bpf_stat {
 	PYTRACE_STAT_SWITCH_SAMPLES_DROPPED, /* perf switch samples not needed: read whole */
 	PYTRACE_STAT_NO_FRAMES, /* walks of a known thread that ran no Python (start, exit) */
 	PYTRACE_STAT_ARGS_CUT,	/* walks whose arguments did not all fit */
+	PYTRACE_STAT_MESSAGES,	/* writes and reads sent as maybe pickled messages */
 	PYTRACE_STAT_COUNT,
 };
 

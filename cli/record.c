@@ -170,6 +170,40 @@ static void observe(struct session *s, const struct sampler_rec *r)
 		s->record_errors++;
 }
 
+/*
+ * A Pool message written or read: a marker slice one microsecond long at the system
+ * call's end, under the stack the kernel read then, which the trace joins into flows.
+ */
+static void observe_message(struct session *s, const struct sampler_rec *r)
+{
+	struct trace_obs obs = {
+		.pid = r->pid,
+		.tid = r->tid,
+		.kind = TRACE_MESSAGE,
+		.t_start_ns = r->time_ns,
+		.t_end_ns = r->time_ns + 1000,
+		.frames = s->stack,
+		.message = { .result = r->message.kind == CPYTHON_MESSAGE_POOL_RESULT,
+			     .sent = r->message.sent,
+			     .job = r->message.job,
+			     .task = r->message.task },
+	};
+	int n = symbolizer__stack(s->sym, r, s->stack, MAX_FRAMES - 1);
+	uint32_t args = 0;
+
+	if (n < 0) {
+		s->record_errors++;
+		return;
+	}
+	s->stack[n] = (struct trace_frame){ .func = symbolizer__message_marker(s->sym, r, &args),
+					    .args = args };
+	if (!s->stack[n].func)
+		return;
+	obs.nframes = (uint32_t)n + 1;
+	if (trace__observe(s->trace, &obs))
+		s->record_errors++;
+}
+
 static void on_fork(struct session *s, const struct sampler_rec *r)
 {
 	bool process = r->pid != r->fork.ppid;
@@ -235,6 +269,9 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 	case SREC_OFF_CPU:
 		pynames__observe(s, r);
 		observe(s, r);
+		break;
+	case SREC_MESSAGE:
+		observe_message(s, r);
 		break;
 	case SREC_FORK:
 		on_fork(s, r);

@@ -150,7 +150,7 @@ const char *frame_kind__name(enum frame_kind kind)
 {
 	static const char *const names[FRAME_KIND_COUNT] = {
 		[FRAME_PYTHON] = "python",   [FRAME_NATIVE] = "native", [FRAME_KERNEL] = "kernel",
-		[FRAME_OFF_CPU] = "off-cpu", [FRAME_NO_GIL] = "no-gil",
+		[FRAME_OFF_CPU] = "off-cpu", [FRAME_NO_GIL] = "no-gil", [FRAME_MESSAGE] = "message",
 	};
 
 	return kind < FRAME_KIND_COUNT ? names[kind] : "unknown";

@@ -15,6 +15,7 @@ enum frame_kind {
 	FRAME_KERNEL,
 	FRAME_OFF_CPU, /* a synthetic leaf naming why a thread waited */
 	FRAME_NO_GIL,  /* a synthetic leaf: on the CPU without holding the GIL */
+	FRAME_MESSAGE, /* a synthetic leaf: a Pool's task or result written or read */
 	FRAME_KIND_COUNT,
 };
 

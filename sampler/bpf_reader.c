@@ -92,7 +92,7 @@ struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches)
 	bpf_program__set_autoload(b->skel->progs.on_switch, read_switches);
 	err = libbpf_num_possible_cpus();
 	if (err > 0)
-		err = bpf_map__set_max_entries(b->skel->maps.scratch, 2 * (unsigned)err);
+		err = bpf_map__set_max_entries(b->skel->maps.scratch, 3 * (unsigned)err);
 	if (err < 0)
 		goto out_destroy;
 	err = pytrace_bpf__load(b->skel);

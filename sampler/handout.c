@@ -39,6 +39,19 @@ struct sampler_rec *out_rec(struct sampler *s, enum sampler_rec_kind kind, uint3
 	return &s->rec;
 }
 
+/* The record going out gets the Python frames read with it. */
+static void out_python(struct sampler *s, struct py_stack *ps)
+{
+	resolve_codes(ps);
+	s->rec.sample.py_exact = ps->kernel;
+	s->rec.sample.gil = ps->gil;
+	s->rec.sample.python = ps->proc;
+	s->rec.sample.py_codes = ps->codes;
+	s->rec.sample.py_frames = ps->frames;
+	s->rec.sample.npy = ps->n;
+	s->rec.sample.py_args = s->args;
+}
+
 static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 {
 	struct sample_view v;
@@ -79,15 +92,8 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 	s->rec.sample.syscall = -1;
 	s->rec.sample.syscall_arg = 0;
 	if (q->py) {
-		resolve_codes(q->py);
 		s->stats.kernel_samples += q->py->kernel;
-		s->rec.sample.py_exact = q->py->kernel;
-		s->rec.sample.gil = q->py->gil;
-		s->rec.sample.python = q->py->proc;
-		s->rec.sample.py_codes = q->py->codes;
-		s->rec.sample.py_frames = q->py->frames;
-		s->rec.sample.npy = q->py->n;
-		s->rec.sample.py_args = s->args;
+		out_python(s, q->py);
 	}
 	return &s->rec;
 }
@@ -188,6 +194,8 @@ static const struct sampler_rec *on_synth(struct sampler *s, struct qrec *q)
 		s->rec.comm.comm = sr->text;
 	else if (s->rec.kind == SREC_FORK && q->size > sizeof(*sr))
 		s->rec.cmdline = sr->text;
+	else if (s->rec.kind == SREC_MESSAGE && q->py)
+		out_python(s, q->py);
 	s->held[0] = q;
 	return &s->rec;
 }

@@ -213,6 +213,79 @@ static struct cpython_process *event_python(struct sampler *s, uint32_t pid)
 	return proc;
 }
 
+/* A Pool message the kernel sent, until the stack it sends after it (same thread). */
+struct pending_message {
+	struct cpython_message m;
+	bool sent;
+};
+
+/*
+ * A write or read the kernel sent as maybe a pickled message: kept for the stack event
+ * that follows it when it is a Pool's task or result.
+ */
+static void take_message(struct sampler *s, const struct pytrace_event *e)
+{
+	const uint8_t *bytes = (const uint8_t *)e + PYTRACE_EVENT_HEADER_SIZE;
+	struct pending_message *pm;
+
+	free(hashmap__remove(s->messages, e->tid)); /* one whose stack never came */
+	pm = malloc(sizeof(*pm));
+	if (!pm)
+		return;
+	pm->sent = e->syscall == 1;
+	if (e->args_size > PYTRACE_MESSAGE_BYTES ||
+	    !cpython_message_parse(bytes, e->args_size, &pm->m) ||
+	    hashmap__set(s->messages, e->tid, pm))
+		free(pm);
+}
+
+/*
+ * Where the copy of a message's stack event carries the message (fields that event
+ * does not use), for message_record().
+ */
+static void carry_message(uint8_t *copy, const struct pending_message *pm)
+{
+	int64_t kind = (int64_t)pm->m.kind | (pm->sent ? 0x100 : 0);
+	uint64_t job = (uint64_t)pm->m.job, task = (uint64_t)pm->m.task;
+
+	memcpy(copy + offsetof(struct pytrace_event, syscall), &kind, sizeof(kind));
+	memcpy(copy + offsetof(struct pytrace_event, user_ip), &job, sizeof(job));
+	memcpy(copy + offsetof(struct pytrace_event, user_sp), &task, sizeof(task));
+}
+
+/*
+ * The record of a Pool message written or read, with the stack the kernel read then
+ * (@ps, owned; NULL when none), to go out in time order with the rest.
+ */
+static struct qrec *message_record(const struct pytrace_event *e, struct py_stack *ps)
+{
+	struct qrec *q = malloc(sizeof(*q) + sizeof(struct synth_record));
+	struct synth_record *sr;
+
+	if (!q) {
+		py_stack_free(ps);
+		return NULL;
+	}
+	sr = (struct synth_record *)q->data;
+	sr->header = (struct perf_event_header){ .type = SYNTH_RECORD };
+	sr->rec = (struct sampler_rec){
+		.kind = SREC_MESSAGE,
+		.pid = e->pid,
+		.tid = e->tid,
+		.cpu = e->cpu,
+		.time_ns = e->time_ns,
+		.message = { .kind = (enum cpython_message_kind)(e->syscall & 0xff),
+			     .sent = (e->syscall & 0x100) != 0,
+			     .job = (int64_t)e->user_ip,
+			     .task = (int64_t)e->user_sp },
+	};
+	q->time = e->time_ns;
+	q->cpu = e->cpu;
+	q->size = sizeof(*sr);
+	q->py = ps;
+	return q;
+}
+
 /*
  * Queues an event of the kernel-side reader with perf's records, to follow in time
  * order. Its arguments are kept in the store right away: the record keeps their ids,
@@ -225,14 +298,27 @@ void take_kernel_event(void *ctx, const struct pytrace_event *e)
 	size_t size = PYTRACE_EVENT_HEADER_SIZE + n * sizeof(e->frames[0]);
 	struct perf_event_header header = { KERNEL_EVENT_RECORD, 0,
 					    (uint16_t)(sizeof(header) + size) };
-	struct qrec *q = malloc(sizeof(*q) + header.size);
 	struct pytrace_raw_frame *frames;
 	struct cpython_process *proc;
+	struct qrec *q;
 	uint8_t *copy;
+	struct pending_message *pm = NULL;
 	uint32_t none = 0, j;
 
-	if (!q)
+	if (e->kind == PYTRACE_EV_MESSAGE) {
+		take_message(s, e);
 		return;
+	}
+	if (e->kind == PYTRACE_EV_MESSAGE_STACK) {
+		pm = hashmap__remove(s->messages, e->tid);
+		if (!pm)
+			return; /* a write or read that was no Pool message */
+	}
+	q = malloc(sizeof(*q) + header.size);
+	if (!q) {
+		free(pm);
+		return;
+	}
 	q->time = e->time_ns;
 	q->cpu = e->cpu;
 	q->size = header.size;
@@ -244,6 +330,10 @@ void take_kernel_event(void *ctx, const struct pytrace_event *e)
 	memcpy(copy + offsetof(struct pytrace_event, nframes), &n, sizeof(n));
 	memcpy(copy + offsetof(struct pytrace_event, args_size), &none, sizeof(none));
 	memcpy(copy + offsetof(struct pytrace_event, names_size), &none, sizeof(none));
+	if (pm) {
+		carry_message(copy, pm);
+		free(pm);
+	}
 	/* In order, innermost first: past a cut the kernel's slots wrapped around. */
 	frames = (struct pytrace_raw_frame *)(copy + offsetof(struct pytrace_event, frames));
 	for (j = 0; j < n; j++)
@@ -279,6 +369,16 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 			pr_debug("exit code of %u not kept", e->pid);
 		qrec_free(q);
 		return NULL;
+	}
+	if (e->kind == PYTRACE_EV_MESSAGE_STACK) {
+		ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
+		out = message_record(e, ps);
+		if (out) {
+			out->seq = q->seq;
+			s->stats.pool_messages++;
+		}
+		qrec_free(q);
+		return out;
 	}
 	if (proc && e->kind == PYTRACE_EV_SAMPLE)
 		find_gil(s, proc, e->time_ns); /* a process that never waits has one too */

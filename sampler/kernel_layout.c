@@ -271,6 +271,7 @@ static const struct kernel_field {
 	{ "pt_regs", { "ax" }, 8, offsetof(struct pytrace_kernel_offsets, regs_ax) },
 	{ "pt_regs", { "orig_ax" }, 8, offsetof(struct pytrace_kernel_offsets, regs_orig_ax) },
 	{ "pt_regs", { "di" }, 8, offsetof(struct pytrace_kernel_offsets, regs_di) },
+	{ "pt_regs", { "si" }, 8, offsetof(struct pytrace_kernel_offsets, regs_si) },
 };
 
 int kernel_layout__from_btf(const void *data, size_t size, struct pytrace_kernel_offsets *offsets)

@@ -150,6 +150,7 @@ void sampler__free(struct sampler *s)
 	hashmap__free_all(s->pythons, put_python_value);
 	hashmap__free_all(s->unread_runtimes, free);
 	hashmap__free(s->exit_codes);
+	hashmap__free_all(s->messages, free);
 	bpf_reader__free(s->bpf);
 	hashmap__free(s->bpf_synced);
 	free(s->py_scratch);
@@ -208,11 +209,12 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->pythons = hashmap__new();
 	s->unread_runtimes = hashmap__new();
 	s->exit_codes = hashmap__new();
+	s->messages = hashmap__new();
 	s->py_scratch = calloc(CPYTHON_MAX_FRAMES, sizeof(*s->py_scratch));
 	s->args_scratch = malloc(ARGS_SCRATCH);
 	s->args = arg_store__new();
 	if (!s->roles || !s->tasks || !s->procs || !s->cmdlines || !s->pending_outs ||
-	    !s->captures || !s->pythons || !s->unread_runtimes || !s->exit_codes ||
+	    !s->captures || !s->pythons || !s->unread_runtimes || !s->exit_codes || !s->messages ||
 	    !s->py_scratch || !s->args_scratch || !s->args) {
 		sampler__free(s);
 		errno = ENOMEM;

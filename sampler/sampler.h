@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "../cpython/cpython.h"
+#include "../cpython/messages.h"
 
 enum sampler_mode {
 	SAMPLER_MODE_WALL, /* on-CPU samples and off-CPU spans: a thread's whole life */
@@ -93,9 +94,10 @@ enum sampler_rec_kind {
 	SREC_OFF_CPU, /* a wait from time_ns to end_ns */
 	SREC_FORK,    /* a new process (pid != ppid) or thread */
 	SREC_EXEC,
-	SREC_COMM, /* a thread's name changed */
-	SREC_EXIT, /* a thread ended; @last_in_process when its process is gone */
-	SREC_MMAP, /* an executable mapping */
+	SREC_COMM,    /* a thread's name changed */
+	SREC_EXIT,    /* a thread ended; @last_in_process when its process is gone */
+	SREC_MMAP,    /* an executable mapping */
+	SREC_MESSAGE, /* a Pool's task or result written or read, with the stack (eBPF only) */
 };
 
 struct sampler_rec {
@@ -105,6 +107,15 @@ struct sampler_rec {
 	bool synthetic;	     /* describes what existed when we attached, not an event */
 	const char *cmdline; /* SREC_FORK of a process, SREC_EXEC: read as soon as the
 				record left the kernel's buffer; NULL if already gone */
+	/*
+	 * SREC_MESSAGE: what was written or read, at the system call's end; its thread's
+	 * Python stack then is in sample (py_frames ...), the rest of sample unused.
+	 */
+	struct {
+		enum cpython_message_kind kind;
+		bool sent;	   /* written; else read */
+		int64_t job, task; /* the pool's numbers */
+	} message;
 	union {
 		struct {
 			uint64_t end_ns;	/* SREC_OFF_CPU */
@@ -156,6 +167,7 @@ struct sampler_stats {
 	uint64_t throttled;		/* times the kernel throttled sampling */
 	uint64_t unpaired_switches;	/* switch records without their other half */
 	uint64_t python_walks;		/* Python stacks read */
+	uint64_t pool_messages;		/* Pool tasks and results seen written or read */
 	uint64_t stale_captures;	/* waits read from outside too late, discarded */
 	uint64_t sample_walks;		/* samples whose stack was read from outside */
 	uint64_t prompt_walks;		/* ... within one sampling period of the sample */

@@ -418,6 +418,25 @@ uint32_t symbolizer__gil_marker(struct symbolizer *sym, const struct sampler_rec
 	return sym->no_gil_marker;
 }
 
+uint32_t symbolizer__message_marker(struct symbolizer *sym, const struct sampler_rec *rec,
+				    uint32_t *args)
+{
+	static const char *const names[2][2] = {
+		/* [result][sent] */
+		{ "pool task received", "pool task sent" },
+		{ "pool result received", "pool result sent" },
+	};
+	bool result = rec->message.kind == CPYTHON_MESSAGE_POOL_RESULT;
+	struct frame_info info = { names[result][rec->message.sent], "", 0, FRAME_MESSAGE };
+	const struct arg_item items[2] = {
+		{ .name = "pool_job", .kind = ARG_INT, .i = rec->message.job },
+		{ .name = "pool_task", .kind = ARG_INT, .i = rec->message.task },
+	};
+
+	*args = args_table__intern(frame_table__args(sym->frames), items, 2);
+	return *args ? frame_table__intern(sym->frames, &info) : 0;
+}
+
 void symbolizer__stats(const struct symbolizer *sym, struct symbolizer_stats *stats)
 {
 	struct image_stats images;

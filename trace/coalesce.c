@@ -241,7 +241,7 @@ static int close_stale(struct coalescer *c, struct thread_stack *ts, uint64_t st
 		return 0;
 	if (start > ts->last_end && start - ts->last_end > c->opts.gap_ns)
 		return close_from(c, ts, 0, ts->last_end);
-	if (ts->last_kind == TRACE_OFF_CPU && start > ts->last_end && ts->depth)
+	if (ts->last_kind != TRACE_ON_CPU && start > ts->last_end && ts->depth)
 		return close_from(c, ts, ts->depth - 1, ts->last_end);
 	return 0;
 }
@@ -289,7 +289,7 @@ static int apply(struct coalescer *c, struct thread_stack *ts, const struct held
 	for (i = 0; i < obs->nframes; i++) {
 		if (obs->kind == TRACE_OFF_CPU)
 			ts->open[i].waits++;
-		else
+		else if (obs->kind == TRACE_ON_CPU)
 			ts->open[i].samples++;
 	}
 	ts->seen = true;
@@ -330,7 +330,7 @@ static int hold(struct coalescer *c, struct thread_stack *ts, const struct trace
 	h->nframes = nframes;
 	h->kind = obs->kind;
 	h->start = start;
-	if (obs->kind == TRACE_OFF_CPU)
+	if (obs->kind != TRACE_ON_CPU) /* exact ends */
 		h->end = obs->t_end_ns > start ? obs->t_end_ns : start;
 	else
 		h->end = start + c->opts.period_ns;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "coalesce.h"
+#include "flows.h"
 #include "folded.h"
 #include "names.h"
 #include "out.h"
@@ -30,6 +31,7 @@ struct trace {
 	struct folded *folded;	     /* collapsed stacks */
 	struct pftrace *pftrace;     /* Perfetto's state: tracks, interned strings */
 	struct names *names;
+	struct flows *flows; /* JSON: Pool messages, joined into flows at the end */
 	struct trace_note *notes;
 	size_t nnotes;
 	struct trace_stats stats;
@@ -49,6 +51,9 @@ void json_writer__header(struct trace *trace);
 int json_writer__slice(void *ctx, const struct slice *s);
 int json_writer__event(struct trace *trace, const struct trace_event *ev);
 int json_writer__metadata(struct trace *trace);
+/* One point of flow @id: @phase "s", "t" or "f", bound to the marker slice at @p. */
+void json_writer__flow(struct trace *trace, const char *phase, uint64_t id,
+		       const struct flow_point *p);
 void json_writer__footer(struct trace *trace, const struct trace_stats *stats);
 
 /* perfetto.c: Perfetto's TrackEvent protobuf. */

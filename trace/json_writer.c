@@ -136,6 +136,23 @@ int json_writer__slice(void *ctx, const struct slice *s)
 	return 0;
 }
 
+/*
+ * Flow events bind (in DevTools, by equal ts, pid, tid and cat; in Perfetto, to the
+ * enclosing slice) to the message's marker slice, written at that start.
+ */
+void json_writer__flow(struct trace *trace, const char *phase, uint64_t id,
+		       const struct flow_point *p)
+{
+	if (!begin_event(trace, phase, p->pid, p->tid))
+		return;
+	out_file__printf(trace->out,
+			 ",\"ts\":%" PRIu64 ",\"id\":%" PRIu64
+			 ",\"name\":\"pool task\",\"cat\":\"%s\"%s",
+			 p->ts_us, id, frame_kind__name(FRAME_MESSAGE),
+			 phase[0] == 'f' ? ",\"bp\":\"e\"" : "");
+	end_event(trace);
+}
+
 int json_writer__event(struct trace *trace, const struct trace_event *ev)
 {
 	static const char *const names[] = {
@@ -261,11 +278,11 @@ void json_writer__footer(struct trace *trace, const struct trace_stats *stats)
 		"%s\",\"clock\":\"CLOCK_MONOTONIC\",\"origin_ns\":%" PRIu64
 		",\"period_ns\":%" PRIu64 ",\"observations\":%" PRIu64 ",\"slices\":%" PRIu64
 		",\"slices_too_deep\":%" PRIu64 ",\"slices_empty\":%" PRIu64
-		",\"reordered\":%" PRIu64 ",\"hidden\":%" PRIu64
+		",\"reordered\":%" PRIu64 ",\"hidden\":%" PRIu64 ",\"flows\":%" PRIu64
 		",\"events_lost_to_write_errors\":%" PRIu64,
 		PYTRACE_VERSION, trace->opts.origin_ns, trace->opts.period_ns, stats->observations,
 		stats->slices, stats->slices_too_deep, stats->slices_empty, stats->reordered,
-		stats->hidden, stats->lost_to_write_errors);
+		stats->hidden, stats->flows, stats->lost_to_write_errors);
 	for (i = 0; i < trace->nnotes; i++) {
 		out_file__puts(trace->out, ",");
 		json_put_string(trace->out, trace->notes[i].key);

@@ -66,6 +66,14 @@ static int on_slice(void *ctx, const struct slice *s)
 	struct trace *trace = ctx;
 	int err = trace->pftrace ? pftrace__slice(trace, s) : json_writer__slice(trace, s);
 
+	if (trace->flows) {
+		const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
+		uint64_t start_us = trace_to_us(trace, s->start_ns);
+
+		if (f && f->kind == FRAME_MESSAGE && trace_to_us(trace, s->end_ns) > start_us)
+			flows__bind(trace->flows, s->pid, s->tid, s->start_ns, start_us);
+	}
+
 	if (!err && trace->opts.summary)
 		err = summarize(trace, s);
 	return err;
@@ -90,6 +98,7 @@ static void trace__destroy(struct trace *trace)
 	size_t i;
 
 	coalescer__free(trace->coalescer);
+	flows__free(trace->flows);
 	folded__free(trace->folded);
 	pftrace__free(trace->pftrace);
 	names__free(trace->names);
@@ -135,6 +144,11 @@ struct trace *trace__open(const struct trace_opts *opts)
 		}
 		if (trace->pftrace || opts->summary)
 			sink.open = on_open;
+		if (!trace->pftrace) {
+			trace->flows = flows__new();
+			if (!trace->flows)
+				goto out_destroy;
+		}
 		trace->coalescer = coalescer__new(&copts, sink);
 		if (!trace->coalescer)
 			goto out_destroy;
@@ -161,6 +175,8 @@ int trace__observe(struct trace *trace, const struct trace_obs *obs)
 	if (obs->nframes && !obs->frames)
 		return -EINVAL;
 	if (trace->folded) {
+		if (obs->kind == TRACE_MESSAGE)
+			return 0; /* one line per distinct stack sampled or waited in */
 		trace->stats.observations++;
 		if (names__seen(trace->names, obs->pid, obs->tid, obs->t_start_ns))
 			return -ENOMEM;
@@ -172,7 +188,22 @@ int trace__observe(struct trace *trace, const struct trace_obs *obs)
 		if (err)
 			return err;
 	}
+	if (trace->flows && obs->kind == TRACE_MESSAGE &&
+	    flows__mark(trace->flows, obs->pid, obs->tid, obs->t_start_ns, &obs->message))
+		return -ENOMEM;
 	return coalescer__observe(trace->coalescer, obs);
+}
+
+/* Writes one task's chain of messages as a flow: "s", then "t"s, then "f". */
+static int write_flow(void *ctx, const struct flow_point *const *points, uint32_t n)
+{
+	struct trace *trace = ctx;
+	uint64_t id = ++trace->stats.flows;
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		json_writer__flow(trace, i == 0 ? "s" : i + 1 == n ? "f" : "t", id, points[i]);
+	return 0;
 }
 
 int trace__event(struct trace *trace, const struct trace_event *ev)
@@ -270,6 +301,10 @@ int trace__close(struct trace *trace, struct trace_stats *stats)
 
 	if (trace->coalescer)
 		err = coalescer__end_all(trace->coalescer);
+	if (trace->flows) {
+		r = flows__join(trace->flows, write_flow, trace);
+		err = err ? err : (r < 0 ? r : 0);
+	}
 	r = recover_output(trace);
 	err = err ? err : r;
 	if (trace->folded) {

@@ -62,6 +62,18 @@ struct trace_frame {
 enum trace_obs_kind {
 	TRACE_ON_CPU,  /* a sample at t_start_ns; covers one period or until the next one */
 	TRACE_OFF_CPU, /* a wait with exact ends; its leaf frame is the reason marker */
+	TRACE_MESSAGE, /* a message sent or received, exact ends; its leaf frame says which */
+};
+
+/*
+ * A Pool's task or result, written or read (TRACE_MESSAGE): the trace joins the four
+ * messages of one task (handed out, taken by a worker, its result sent and received)
+ * with a flow, drawn as arrows.
+ */
+struct trace_message {
+	bool result; /* the task's result; else the task itself */
+	bool sent;   /* written; else read */
+	int64_t job, task;
 };
 
 struct trace_obs {
@@ -71,6 +83,7 @@ struct trace_obs {
 	uint64_t t_end_ns; /* off-CPU only */
 	uint32_t nframes;
 	const struct trace_frame *frames; /* root first; borrowed for the call */
+	struct trace_message message;	  /* TRACE_MESSAGE */
 };
 
 enum trace_event_kind {
@@ -95,6 +108,7 @@ struct trace_stats {
 	uint64_t reordered;	       /* observations older than their thread's last, clamped */
 	uint64_t hidden;	       /* replaced by another at the same instant */
 	uint64_t events;	       /* instant events written */
+	uint64_t flows;		       /* tasks drawn with arrows (flows written) */
 	uint64_t lost_to_write_errors; /* events not written because the output failed */
 	uint64_t bytes;		       /* before compression */
 };

@@ -83,6 +83,7 @@ static void *make_btf(const struct shape *shape, size_t *size)
 	/* Last: the cases that damage the blob damage this type. */
 	assert_true(btf__add_struct(btf, "pt_regs", 168) > 0);
 	assert_int_equal(btf__add_field(btf, "ax", u64, 80 * 8, 0), 0);
+	assert_int_equal(btf__add_field(btf, "si", u64, 104 * 8, 0), 0);
 	assert_int_equal(btf__add_field(btf, "di", u64, 112 * 8, 0), 0);
 	assert_int_equal(btf__add_field(btf, "orig_ax", u64, 120 * 8, 0), 0);
 	assert_int_equal(btf__add_field(btf, "ip", u64, 128 * 8, 0), 0);
@@ -133,6 +134,7 @@ static void test_kernel_layout__finds_fields(void **state)
 		assert_int_equal(o.regs_ax, 80);
 		assert_int_equal(o.regs_orig_ax, 120);
 		assert_int_equal(o.regs_di, 112);
+		assert_int_equal(o.regs_si, 104);
 		assert_int_equal(o.regs_ip, 128);
 		assert_int_equal(o.regs_sp, 152);
 	}
@@ -237,6 +239,7 @@ static void test_kernel_layout__reads_running_kernel(void **state)
 	assert_int_equal(o.regs_ax, offsetof(struct user_regs_struct, rax));
 	assert_int_equal(o.regs_orig_ax, offsetof(struct user_regs_struct, orig_rax));
 	assert_int_equal(o.regs_di, offsetof(struct user_regs_struct, rdi));
+	assert_int_equal(o.regs_si, offsetof(struct user_regs_struct, rsi));
 	assert_int_equal(o.regs_ip, offsetof(struct user_regs_struct, rip));
 	assert_int_equal(o.regs_sp, offsetof(struct user_regs_struct, rsp));
 	assert_int_equal(o.task_tgid, o.task_pid + 4);

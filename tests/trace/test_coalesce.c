@@ -35,6 +35,7 @@ static int collect(void *ctx, const struct slice *s)
  *   "c T f@s f@s ..."      on-CPU sample at T, frames root first (function @ call site;
  *                          f@s:A with arguments A, f@s:? with arguments not known)
  *   "o T E f@s ..."        off-CPU span [T, E]
+ *   "m T E f@s ..."        a message's marker [T, E]
  *   "e T"                  end of the thread at T
  * all on thread 1 unless the step starts with "tN ". Expected slices are
  * "tid depth func start-end", then " aA" for a slice with arguments A, in any order.
@@ -85,6 +86,10 @@ static void run_step(struct coalescer *co, const char *step)
 		obs.t_start_ns = t;
 	} else if (sscanf(step, "o %llu %llu%n", &t, &e, &used) == 2) {
 		obs.kind = TRACE_OFF_CPU;
+		obs.t_start_ns = t;
+		obs.t_end_ns = e;
+	} else if (sscanf(step, "m %llu %llu%n", &t, &e, &used) == 2) {
+		obs.kind = TRACE_MESSAGE;
 		obs.t_start_ns = t;
 		obs.t_end_ns = e;
 	} else if (sscanf(step, "e %llu", &t) == 1) {
@@ -155,6 +160,13 @@ static void run_case(const struct coalesce_case *tc)
 }
 
 static const struct coalesce_case cases[] = {
+	{
+		/* A read returns after its wait: its marker ends where it was marked. */
+		.name = "a message's marker after a wait, under the frames it was read in",
+		.steps = { "o 100 300 1@0 2@1 9@2", "m 310 311 1@0 2@1 8@3", "c 400 1@0 3@2" },
+		.expected = { "1 0 1 100-500", "1 1 2 100-400", "1 2 9 100-300", "1 2 8 310-311",
+			      "1 1 3 400-500" },
+	},
 	{
 		.name = "nesting",
 		.steps = { "c 0 1@0 2@1 3@2", "c 100 1@0 2@1 3@2", "c 200 1@0 2@1 4@2" },

@@ -1,0 +1,122 @@
+"""Arrows between a pool's processes: each task from where the parent handed it out, to
+the worker that ran it, to where the parent received its result.
+
+The fixture (tests/fixtures/py_pool_args.py) prints, for each job, the pid and tid that
+ran it and its own clock readings at entry and exit. With eBPF every task's four
+messages (the task written by the parent's task handler, read by the worker, the result
+written by the worker, read by the parent's result handler) are marker slices under the
+stack the kernel read at each, joined by one flow. Checked on every interpreter, and in
+DevTools' own trace engine (tests/viewer), which binds a flow event to the slice with
+its exact ts, pid, tid and category. The perf backend draws no flows (README).
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from pythons import interpreters
+from tracefile import ROOT, Trace, run_tool
+
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_pool_args.py")
+VIEWER = os.path.join(ROOT, "tests", "viewer")
+POINTS = ("pool task sent", "pool task received", "pool result sent", "pool result received")
+# Where each point's marker must be, in the trace's own slices: under the parent's task
+# and result handler threads' loops, under the worker loop's slice of that task.
+# Unqualified: 3.8-3.10 have no co_qualname.
+HANDLERS = {"pool task sent": "_handle_tasks", "pool result received": "_handle_results"}
+
+
+def jobs_of(stdout):
+    """(pid, tid, start_ns, end_ns) per job, as it timed itself."""
+    return [tuple(int(x) for x in (f[1], f[2], f[6], f[7])) for f in
+            (line.split() for line in stdout.splitlines()) if f and f[0] == "job"]
+
+
+def devtools_flows(path):
+    p = subprocess.run(["node", os.path.join(VIEWER, "flows_of.mjs"), path],
+                       capture_output=True, text=True, cwd=VIEWER, timeout=120)
+    if p.returncode:
+        raise AssertionError("DevTools' engine failed on the trace: " + p.stderr[-2000:])
+    return json.loads(p.stdout)
+
+
+class PoolFlows(unittest.TestCase):
+    def check(self, python, method, work):
+        if os.geteuid() != 0:
+            self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
+        d = tempfile.mkdtemp()
+        try:
+            out = os.path.join(d, "t.json")
+            p = run_tool(["-q", "--backend", "bpf", "-o", out, "--", python, FIXTURE, "pool",
+                          method, work])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            trace = Trace(out)
+            viewer = devtools_flows(out)
+        finally:
+            shutil.rmtree(d)
+        self.assertEqual(trace.nesting_errors, [])
+        jobs = jobs_of(p.stdout)
+        self.assertEqual(len(jobs), 6 if work == "equal" else 8, p.stdout)
+        main_pid = min(s.pid for s in trace.slices)  # the launched script: the first pid
+        markers = {(s.pid, s.tid, s.ts): s for s in trace.slices if s.cat == "message"}
+        flows = {}
+        for e in trace.events:
+            if e["ph"] in "stf":
+                self.assertEqual(e["cat"], "message", e)
+                self.assertIn((e["pid"], e["tid"], e["ts"]), markers,
+                              "a flow event bound to no marker slice: %r" % e)
+                flows.setdefault(e["id"], []).append(markers[(e["pid"], e["tid"], e["ts"])])
+        self.assertEqual(trace.other.get("flows"), len(jobs), trace.other)
+        self.assertEqual(len(viewer), len(jobs), "DevTools resolved %d flows of %d: %s" % (
+            len(viewer), len(jobs), viewer))
+        self.assertTrue(all(len(f) == 4 for f in viewer), viewer)
+        tasks = []
+        for pid, tid, t0, t1 in jobs:
+            where = "job on %d:%d [%d, %d]" % (pid, tid, t0, t1)
+            # The worker's loop slice that ran this job, and its task number.
+            loops = [s for s in trace.slices if s.tid == tid and s.name == "worker" and
+                     "pool_task" in s.args and s.start_ns <= t0 + 2000000 and
+                     s.end_ns >= t1 - 2000000]
+            self.assertEqual(len(loops), 1, (where, loops))
+            task = loops[0].args["pool_task"]
+            tasks.append(task)
+            mine = [f for f in flows.values() if f[1].tid == tid and
+                    f[1].args.get("pool_task") == task and f[1].start_ns <= t0]
+            self.assertEqual(len(mine), 1, "%s, task %d: flows %r" % (where, task, mine))
+            chain = mine[0]
+            self.assertEqual([m.name for m in chain], list(POINTS), (where, chain))
+            self.assertEqual({m.args.get("pool_task") for m in chain}, {task}, where)
+            self.assertEqual([m.pid for m in chain], [main_pid, pid, pid, main_pid], where)
+            self.assertEqual(sorted(m.start_ns for m in chain),
+                             [m.start_ns for m in chain], where)
+            for m in chain:
+                if m.name in HANDLERS:
+                    self.assertIn(HANDLERS[m.name],
+                                  [a.split(".")[-1] for a in m.ancestors()], (where, m))
+            # The result is sent from inside the task's slice; the task is received
+            # before the job's own first clock reading, on the thread that ran it.
+            sent = chain[2]
+            self.assertTrue(loops[0].start_ns <= sent.start_ns < loops[0].end_ns,
+                            (where, sent, loops[0]))
+            self.assertLessEqual(chain[1].start_ns, t0, where)
+            self.assertGreaterEqual(sent.start_ns, t1 - 1000, where)
+        self.assertEqual(sorted(tasks), list(range(len(jobs))), tasks)
+
+
+def make(python, method, work):
+    def test(self):
+        self.check(python, method, work)
+    return test
+
+
+for _label, _python in interpreters():
+    _name = _label.replace(".", "_").replace("-", "_")
+    setattr(PoolFlows, "test_fork_equal_" + _name, make(_python, "fork", "equal"))
+    setattr(PoolFlows, "test_spawn_compute_" + _name, make(_python, "spawn", "compute"))
+setattr(PoolFlows, "test_forkserver_sleep", make(interpreters()[0][1], "forkserver", "sleep"))
+
+
+if __name__ == "__main__":
+    unittest.main()
