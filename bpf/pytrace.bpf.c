@@ -604,7 +604,7 @@ static __always_inline int send_message(__u64 id, __u64 buf, __s64 len, bool sen
 	event_start(e, id >> 32, (__u32)id, PYTRACE_EV_MESSAGE);
 	e->syscall = sent;
 	e->syscall_arg = len;
-	n &= 2 * PYTRACE_MESSAGE_BYTES - 1; /* for the verifier: it is <= MESSAGE_BYTES */
+	n &= 127; /* for the verifier: it is <= MESSAGE_BYTES (< 128) already */
 	if (n > PYTRACE_MESSAGE_BYTES ||
 	    bpf_probe_read_user((__u8 *)e + PYTRACE_EVENT_HEADER_SIZE, n, (const void *)buf))
 		n = 0;

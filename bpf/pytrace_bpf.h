@@ -161,10 +161,10 @@ enum pytrace_event_kind {
 
 /*
  * A message's first bytes sent with it: a multiprocessing connection's length header
- * (4 bytes) and a pickle's protocol, frame and first items (two task numbers, what
- * follows) fit.
+ * (4 bytes) and a pickle's protocol, frame and first items (a Pool's two task numbers;
+ * an executor's class and work id) fit. Under 128 (see send_message()).
  */
-#define PYTRACE_MESSAGE_BYTES 64
+#define PYTRACE_MESSAGE_BYTES 96
 
 /*
  * Whether a sampled or switched-out thread held its interpreter's GIL: `locked` set and

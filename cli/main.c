@@ -65,6 +65,11 @@ static void usage(FILE *f)
 		"                        a multiprocessing.Pool worker's loop shows its task\n"
 		"                        (pool_task, pool_job), a ProcessPoolExecutor worker's its\n"
 		"                        work_id, so each task is its own slice\n"
+		"      --no-flows        don't draw process pools' tasks as arrows: by default (eBPF)\n"
+		"                        each multiprocessing.Pool or ProcessPoolExecutor task gets\n"
+		"                        markers where the parent wrote it, a worker read it, the\n"
+		"                        worker wrote its result and the parent read that, under\n"
+		"                        the stacks then, joined by a flow arrow (JSON output)\n"
 		"  -d, --duration SECS   stop after SECS seconds (the command keeps running)\n"
 		"\n"
 		"dump takes only -p and -v.\n"
@@ -186,7 +191,8 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		OPT_BACKEND,
 		OPT_FORCE,
 		OPT_FLAT,
-		OPT_NO_ARGS
+		OPT_NO_ARGS,
+		OPT_NO_FLOWS
 	};
 	static const struct option long_opts[] = {
 		{ "output", required_argument, NULL, 'o' },
@@ -198,6 +204,7 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		{ "kernel", no_argument, NULL, OPT_KERNEL },
 		{ "native", no_argument, NULL, OPT_NATIVE },
 		{ "no-args", no_argument, NULL, OPT_NO_ARGS },
+		{ "no-flows", no_argument, NULL, OPT_NO_FLOWS },
 		{ "backend", required_argument, NULL, OPT_BACKEND },
 		{ "stack-size", required_argument, NULL, OPT_STACK },
 		{ "duration", required_argument, NULL, 'd' },
@@ -265,6 +272,9 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 			break;
 		case OPT_NO_ARGS:
 			o->sampler.read_args = false;
+			break;
+		case OPT_NO_FLOWS:
+			o->sampler.read_messages = false;
 			break;
 		case OPT_NATIVE:
 			o->native = true;
@@ -337,6 +347,7 @@ int main(int argc, char **argv)
 		.sampler = {
 			.frequency_hz = 1000,
 			.read_args = true,
+			.read_messages = true,
 			.mode = SAMPLER_MODE_WALL,
 			.stack_bytes = 16384,
 		},

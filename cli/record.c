@@ -171,7 +171,7 @@ static void observe(struct session *s, const struct sampler_rec *r)
 }
 
 /*
- * A Pool message written or read: a marker slice one microsecond long at the system
+ * A process pool message written or read: a marker slice one microsecond long at the system
  * call's end, under the stack the kernel read then, which the trace joins into flows.
  */
 static void observe_message(struct session *s, const struct sampler_rec *r)
@@ -183,7 +183,10 @@ static void observe_message(struct session *s, const struct sampler_rec *r)
 		.t_start_ns = r->time_ns,
 		.t_end_ns = r->time_ns + 1000,
 		.frames = s->stack,
-		.message = { .result = r->message.kind == CPYTHON_MESSAGE_POOL_RESULT,
+		.message = { .executor = r->message.kind == CPYTHON_MESSAGE_EXECUTOR_TASK ||
+					 r->message.kind == CPYTHON_MESSAGE_EXECUTOR_RESULT,
+			     .result = r->message.kind == CPYTHON_MESSAGE_POOL_RESULT ||
+				       r->message.kind == CPYTHON_MESSAGE_EXECUTOR_RESULT,
 			     .sent = r->message.sent,
 			     .job = r->message.job,
 			     .task = r->message.task },

@@ -67,7 +67,7 @@ static int on_event(void *arg, void *data, size_t size)
 	return 0;
 }
 
-struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches)
+struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches, bool read_messages)
 {
 	struct bpf_reader *b = calloc(1, sizeof(*b));
 	int err;
@@ -90,6 +90,7 @@ struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches)
 	if (err)
 		goto out_destroy;
 	bpf_program__set_autoload(b->skel->progs.on_switch, read_switches);
+	bpf_program__set_autoload(b->skel->progs.on_syscall_done, read_messages);
 	err = libbpf_num_possible_cpus();
 	if (err > 0)
 		err = bpf_map__set_max_entries(b->skel->maps.scratch, 3 * (unsigned)err);

@@ -19,10 +19,11 @@ struct bpf_reader;
 /*
  * Loads and attaches the programs. With @pass_samples, a sample the kernel read still
  * goes on to perf with its stack copy (for native or kernel frames); without, perf's
- * record is dropped. @read_switches: read stacks at switch-outs too. NULL with errno
- * set (EPERM without privilege ...).
+ * record is dropped. @read_switches: read stacks at switch-outs too. @read_messages:
+ * send process pools' messages (PYTRACE_EV_MESSAGE) and the stacks they went with.
+ * NULL with errno set (EPERM without privilege ...).
  */
-struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches);
+struct bpf_reader *bpf_reader__open(bool pass_samples, bool read_switches, bool read_messages);
 void bpf_reader__free(struct bpf_reader *b);
 
 /*

@@ -213,7 +213,9 @@ static struct cpython_process *event_python(struct sampler *s, uint32_t pid)
 	return proc;
 }
 
-/* A Pool message the kernel sent, until the stack it sends after it (same thread). */
+_Static_assert(PYTRACE_MESSAGE_BYTES >= CPYTHON_MESSAGE_BYTES, "the kernel sends too few bytes");
+
+/* A pool message the kernel sent, until the stack it sends after it (same thread). */
 struct pending_message {
 	struct cpython_message m;
 	bool sent;
@@ -221,7 +223,7 @@ struct pending_message {
 
 /*
  * A write or read the kernel sent as maybe a pickled message: kept for the stack event
- * that follows it when it is a Pool's task or result.
+ * that follows it when it is a process pool's task or result.
  */
 static void take_message(struct sampler *s, const struct pytrace_event *e)
 {
@@ -254,7 +256,7 @@ static void carry_message(uint8_t *copy, const struct pending_message *pm)
 }
 
 /*
- * The record of a Pool message written or read, with the stack the kernel read then
+ * The record of a pool message written or read, with the stack the kernel read then
  * (@ps, owned; NULL when none), to go out in time order with the rest.
  */
 static struct qrec *message_record(const struct pytrace_event *e, struct py_stack *ps)
@@ -312,7 +314,7 @@ void take_kernel_event(void *ctx, const struct pytrace_event *e)
 	if (e->kind == PYTRACE_EV_MESSAGE_STACK) {
 		pm = hashmap__remove(s->messages, e->tid);
 		if (!pm)
-			return; /* a write or read that was no Pool message */
+			return; /* a write or read that was no pool message */
 	}
 	q = malloc(sizeof(*q) + header.size);
 	if (!q) {

@@ -229,7 +229,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	}
 	if (opts->backend != SAMPLER_BACKEND_PERF) {
 		s->bpf = bpf_reader__open(opts->native || opts->kernel_stacks,
-					  opts->mode == SAMPLER_MODE_WALL);
+					  opts->mode == SAMPLER_MODE_WALL, opts->read_messages);
 		if (!s->bpf && opts->backend == SAMPLER_BACKEND_BPF) {
 			int err = errno;
 

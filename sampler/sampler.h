@@ -37,6 +37,7 @@ struct sampler_opts {
 	uint32_t stack_bytes; /* user stack copied per sample: multiple of 8, <= 65528 */
 	uint32_t buffer_kb;   /* ring buffer per CPU; 0: a default that fits the rate */
 	bool read_args;	      /* Python frames carry their arguments' values */
+	bool read_messages;   /* process pools' task and result messages (eBPF) */
 };
 
 /* Who a launched command runs as (under sudo: the invoking user). */
@@ -97,7 +98,7 @@ enum sampler_rec_kind {
 	SREC_COMM,    /* a thread's name changed */
 	SREC_EXIT,    /* a thread ended; @last_in_process when its process is gone */
 	SREC_MMAP,    /* an executable mapping */
-	SREC_MESSAGE, /* a Pool's task or result written or read, with the stack (eBPF only) */
+	SREC_MESSAGE, /* a process pool's task or result written or read, with the stack (eBPF) */
 };
 
 struct sampler_rec {

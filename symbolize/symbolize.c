@@ -421,19 +421,29 @@ uint32_t symbolizer__gil_marker(struct symbolizer *sym, const struct sampler_rec
 uint32_t symbolizer__message_marker(struct symbolizer *sym, const struct sampler_rec *rec,
 				    uint32_t *args)
 {
-	static const char *const names[2][2] = {
-		/* [result][sent] */
-		{ "pool task received", "pool task sent" },
-		{ "pool result received", "pool result sent" },
+	static const char *const names[2][2][2] = {
+		/* [executor][result][sent] */
+		{ { "pool task received", "pool task sent" },
+		  { "pool result received", "pool result sent" } },
+		{ { "executor task received", "executor task sent" },
+		  { "executor result received", "executor result sent" } },
 	};
-	bool result = rec->message.kind == CPYTHON_MESSAGE_POOL_RESULT;
-	struct frame_info info = { names[result][rec->message.sent], "", 0, FRAME_MESSAGE };
-	const struct arg_item items[2] = {
+	enum cpython_message_kind kind = rec->message.kind;
+	bool executor =
+		kind == CPYTHON_MESSAGE_EXECUTOR_TASK || kind == CPYTHON_MESSAGE_EXECUTOR_RESULT;
+	bool result =
+		kind == CPYTHON_MESSAGE_POOL_RESULT || kind == CPYTHON_MESSAGE_EXECUTOR_RESULT;
+	struct frame_info info = { names[executor][result][rec->message.sent], "", 0,
+				   FRAME_MESSAGE };
+	/* Named as the worker loop's slice shows them. */
+	const struct arg_item pool[2] = {
 		{ .name = "pool_job", .kind = ARG_INT, .i = rec->message.job },
 		{ .name = "pool_task", .kind = ARG_INT, .i = rec->message.task },
 	};
+	const struct arg_item work = { .name = "work_id", .kind = ARG_INT, .i = rec->message.task };
 
-	*args = args_table__intern(frame_table__args(sym->frames), items, 2);
+	*args = args_table__intern(frame_table__args(sym->frames), executor ? &work : pool,
+				   executor ? 1 : 2);
 	return *args ? frame_table__intern(sym->frames, &info) : 0;
 }
 

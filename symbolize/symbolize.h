@@ -69,9 +69,9 @@ uint32_t symbolizer__wait_marker(struct symbolizer *sym, const struct sampler_re
 uint32_t symbolizer__gil_marker(struct symbolizer *sym, const struct sampler_rec *rec);
 
 /*
- * The marker frame of a Pool message (SREC_MESSAGE: "pool task sent" ...) and in @args
- * the arguments it shows (pool_job, pool_task, as a worker's loop shows them); 0 on
- * failure.
+ * The marker frame of a process pool's message (SREC_MESSAGE: "pool task sent" ...)
+ * and in @args the arguments it shows (pool_job and pool_task, or work_id, as a worker
+ * loop shows them); 0 on failure.
  */
 uint32_t symbolizer__message_marker(struct symbolizer *sym, const struct sampler_rec *rec,
 				    uint32_t *args);

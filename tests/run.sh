@@ -61,7 +61,9 @@ run_e2e e2e env PYTRACE_BUILD="$build" python3 tests/e2e/run.py e2e
 run_e2e e2e-asan env PYTRACE_BUILD="$build" \
 	PYTRACE_TOOL="$(cd "$build" && pwd)/asan/pytrace-sample" \
 	python3 tests/e2e/run.py e2e-asan test_perf_tree test_python_dump test_python_views \
-	test_kernel_reader test_kernel_samples test_perfetto test_report
+	test_kernel_reader test_kernel_samples test_perfetto test_report \
+	test_pool_flows.PoolFlows.test_ppe_fork_compute \
+	test_pool_flows.PoolFlows.test_pool_forkserver_sleep
 rm -f "$log"
 
 echo "tests: $passed passed, $failed failed, $skipped skipped"

@@ -61,7 +61,8 @@ static int by_message(const void *a, const void *b)
 {
 	const struct flow_point *x = *(struct flow_point *const *)a;
 	const struct flow_point *y = *(struct flow_point *const *)b;
-	int kx = x->m.result * 2 + x->m.sent, ky = y->m.result * 2 + y->m.sent;
+	int kx = x->m.executor * 4 + x->m.result * 2 + x->m.sent;
+	int ky = y->m.executor * 4 + y->m.result * 2 + y->m.sent;
 
 	if (kx != ky)
 		return kx < ky ? -1 : 1;
@@ -80,12 +81,14 @@ struct sorted {
 	bool *used;
 };
 
-/* The first sorted index of the points of this kind, job and task (may be past them). */
-static size_t first_of(const struct sorted *s, bool result, bool sent, int64_t job, int64_t task)
+/* The first sorted index of @w's task's @result/@sent messages (may be past them). */
+static size_t first_of(const struct sorted *s, const struct flow_point *w, bool result, bool sent)
 {
-	struct flow_point key = {
-		.m = { .result = result, .sent = sent, .job = job, .task = task }
-	};
+	struct flow_point key = { .m = { .executor = w->m.executor,
+					 .result = result,
+					 .sent = sent,
+					 .job = w->m.job,
+					 .task = w->m.task } };
 	const struct flow_point *k = &key;
 	size_t lo = 0, hi = s->n;
 
@@ -100,18 +103,20 @@ static size_t first_of(const struct sorted *s, bool result, bool sent, int64_t j
 	return lo;
 }
 
-static bool same_message(const struct flow_point *p, bool result, bool sent, int64_t job,
-			 int64_t task)
+/* Whether @p is the @result/@sent message of @w's task. */
+static bool same_message(const struct flow_point *p, const struct flow_point *w, bool result,
+			 bool sent)
 {
-	return p->m.result == result && p->m.sent == sent && p->m.job == job && p->m.task == task;
+	return p->m.executor == w->m.executor && p->m.result == result && p->m.sent == sent &&
+	       p->m.job == w->m.job && p->m.task == w->m.task;
 }
 
 /* The hand-out of @w's task: the latest by another process, not after it. SIZE_MAX: none. */
 static size_t find_handout(const struct sorted *s, const struct flow_point *w)
 {
-	size_t i = first_of(s, false, true, w->m.job, w->m.task), found = SIZE_MAX;
+	size_t i = first_of(s, w, false, true), found = SIZE_MAX;
 
-	for (; i < s->n && same_message(s->p[i], false, true, w->m.job, w->m.task); i++) {
+	for (; i < s->n && same_message(s->p[i], w, false, true); i++) {
 		if (s->p[i]->ts_us > w->ts_us)
 			break;
 		if (!s->used[i] && s->p[i]->pid != w->pid)
@@ -127,9 +132,9 @@ static size_t find_handout(const struct sorted *s, const struct flow_point *w)
 static size_t find_after(const struct sorted *s, const struct flow_point *w, bool result, bool sent,
 			 uint64_t after, bool same_thread, uint32_t pid)
 {
-	size_t i = first_of(s, result, sent, w->m.job, w->m.task);
+	size_t i = first_of(s, w, result, sent);
 
-	for (; i < s->n && same_message(s->p[i], result, sent, w->m.job, w->m.task); i++) {
+	for (; i < s->n && same_message(s->p[i], w, result, sent); i++) {
 		const struct flow_point *p = s->p[i];
 
 		if (s->used[i] || p->ts_us < after)

@@ -146,10 +146,9 @@ void json_writer__flow(struct trace *trace, const char *phase, uint64_t id,
 	if (!begin_event(trace, phase, p->pid, p->tid))
 		return;
 	out_file__printf(trace->out,
-			 ",\"ts\":%" PRIu64 ",\"id\":%" PRIu64
-			 ",\"name\":\"pool task\",\"cat\":\"%s\"%s",
-			 p->ts_us, id, frame_kind__name(FRAME_MESSAGE),
-			 phase[0] == 'f' ? ",\"bp\":\"e\"" : "");
+			 ",\"ts\":%" PRIu64 ",\"id\":%" PRIu64 ",\"name\":\"%s\",\"cat\":\"%s\"%s",
+			 p->ts_us, id, p->m.executor ? "executor task" : "pool task",
+			 frame_kind__name(FRAME_MESSAGE), phase[0] == 'f' ? ",\"bp\":\"e\"" : "");
 	end_event(trace);
 }
 

@@ -66,13 +66,14 @@ enum trace_obs_kind {
 };
 
 /*
- * A Pool's task or result, written or read (TRACE_MESSAGE): the trace joins the four
- * messages of one task (handed out, taken by a worker, its result sent and received)
- * with a flow, drawn as arrows.
+ * A process pool's task or result, written or read (TRACE_MESSAGE): the trace joins the
+ * four messages of one task (handed out, taken by a worker, its result sent and
+ * received) with a flow, drawn as arrows.
  */
 struct trace_message {
-	bool result; /* the task's result; else the task itself */
-	bool sent;   /* written; else read */
+	bool executor; /* a ProcessPoolExecutor's (task: its work id); else a Pool's */
+	bool result;   /* the task's result; else the task itself */
+	bool sent;     /* written; else read */
 	int64_t job, task;
 };
 

@@ -87,12 +87,54 @@ static void test_messages__anything_else_is_none(void **state)
 			 CPYTHON_MESSAGE_POOL_RESULT);
 }
 
+static void test_messages__executor_call_and_result_items(void **state)
+{
+	/* _CallItem(5, f, (1, 2), {}) as written; _ResultItem(300, result=[1]) as read. */
+	static const char call[] = "\x00\x00\x00y\x80\x04\x95n\x00\x00\x00\x00\x00\x00\x00"
+				   "\x8c\x1a"
+				   "concurrent.futures.process\x94\x8c\t_CallItem\x94"
+				   "\x93\x94)\x81\x94}\x94(\x8c\x07work_id\x94K\x05\x8c\x02"
+				   "fn\x94";
+	static const char result[] = "\x80\x04\x95j\x00\x00\x00\x00\x00\x00\x00"
+				     "\x8c\x1a"
+				     "concurrent.futures.process\x94\x8c\x0b_ResultItem\x94"
+				     "\x93\x94)\x81\x94}\x94(\x8c\x07work_id\x94M,\x01\x8c\t";
+	/* Another class of that module, and another module's _CallItem: not told. */
+	static const char other[] = "\x80\x04\x95j\x00\x00\x00\x00\x00\x00\x00"
+				    "\x8c\x1a"
+				    "concurrent.futures.process\x94\x8c\x0b_WorkItemXX\x94"
+				    "\x93\x94)\x81\x94}\x94(\x8c\x07work_id\x94M,\x01\x8c\t";
+	static const char elsewhere[] = "\x80\x04\x95j\x00\x00\x00\x00\x00\x00\x00"
+					"\x8c\x1a"
+					"concurrent.futures.thread_\x94\x8c\t_CallItem\x94"
+					"\x93\x94)\x81\x94}\x94(\x8c\x07work_id\x94K\x05";
+	struct cpython_message m;
+	size_t cut;
+
+	(void)state;
+	assert_int_equal(cpython_message_parse(BYTES(call), &m), CPYTHON_MESSAGE_EXECUTOR_TASK);
+	assert_int_equal(m.task, 5);
+	assert_int_equal(m.job, 0);
+	assert_int_equal(cpython_message_parse(BYTES(result), &m), CPYTHON_MESSAGE_EXECUTOR_RESULT);
+	assert_int_equal(m.task, 300);
+	assert_int_equal(cpython_message_parse(BYTES(other), &m), CPYTHON_MESSAGE_NONE);
+	assert_int_equal(cpython_message_parse(BYTES(elsewhere), &m), CPYTHON_MESSAGE_NONE);
+	/* The work id is the last byte needed: cut before it, not told. */
+	for (cut = 0; cut < 76; cut++)
+		assert_int_equal(cpython_message_parse((const uint8_t *)call, cut, &m),
+				 CPYTHON_MESSAGE_NONE);
+	assert_true(76 <= CPYTHON_MESSAGE_BYTES);
+	assert_int_equal(cpython_message_parse((const uint8_t *)call, 76, &m),
+			 CPYTHON_MESSAGE_EXECUTOR_TASK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_messages__task_as_written_and_as_read),
 		cmocka_unit_test(test_messages__results_and_their_numbers),
 		cmocka_unit_test(test_messages__anything_else_is_none),
+		cmocka_unit_test(test_messages__executor_call_and_result_items),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

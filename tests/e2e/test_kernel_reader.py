@@ -65,14 +65,16 @@ class KernelReader(BpfTestCase):
         trace = Trace(out)
         other = trace.other
         waits = [s for s in trace.slices if s.cat == "off-cpu" and "futex" in s.name]
-        # Each round blocks one thread or the other at least once.
-        self.assertGreater(len(waits), 10000, other)
+        lost = other["lost_records"] + other["lost_samples"] + other["kernel_events_lost"]
+        # Each round blocks one thread or the other at least once: each such switch is
+        # a wait, or counted lost (a suite run beside other work once lost 37,849 records
+        # and showed 9,044 waits; what a loss may be is checked below).
+        self.assertGreater(len(waits) + lost, 10000, other)
         # Alone, nothing is lost. With perf's per-switch stack copy kept, ~250 thousand
         # were lost: 1 % tells them apart. On a machine busy enough that a thread of the
         # tool (its drainer) waits for a CPU for a tenth of the run, the buffers can fill
         # (1,042 lost records in one run with five other builds going on): that is the
         # machine's fault, said as such, and then only a loss of a tenth fails.
-        lost = other["lost_records"] + other["lost_samples"] + other["kernel_events_lost"]
         machine = starved > wall // 10
         if machine and lost > 0.01 * len(waits):
             print("note: %s: the machine kept a thread of the tool from a CPU for %d of %d "

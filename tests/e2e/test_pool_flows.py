@@ -1,11 +1,12 @@
-"""Arrows between a pool's processes: each task from where the parent handed it out, to
-the worker that ran it, to where the parent received its result.
+"""Arrows between a process pool's processes: each task from where the parent handed it
+out, to the worker that ran it, to where the parent received its result.
 
 The fixture (tests/fixtures/py_pool_args.py) prints, for each job, the pid and tid that
 ran it and its own clock readings at entry and exit. With eBPF every task's four
 messages (the task written by the parent's task handler, read by the worker, the result
-written by the worker, read by the parent's result handler) are marker slices under the
-stack the kernel read at each, joined by one flow. Checked on every interpreter, and in
+written by the worker, read by the parent's result handler; for a ProcessPoolExecutor
+its queue's feeder thread and its manager thread) are marker slices under the stack the
+kernel read at each, joined by one flow. Checked on every interpreter, and in
 DevTools' own trace engine (tests/viewer), which binds a flow event to the slice with
 its exact ts, pid, tid and category. The perf backend draws no flows (README).
 """
@@ -21,11 +22,22 @@ from tracefile import ROOT, Trace, run_tool
 
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_pool_args.py")
 VIEWER = os.path.join(ROOT, "tests", "viewer")
-POINTS = ("pool task sent", "pool task received", "pool result sent", "pool result received")
-# Where each point's marker must be, in the trace's own slices: under the parent's task
-# and result handler threads' loops, under the worker loop's slice of that task.
-# Unqualified: 3.8-3.10 have no co_qualname.
-HANDLERS = {"pool task sent": "_handle_tasks", "pool result received": "_handle_results"}
+# Per kind of pool: its messages' markers in a task's order, the worker loop whose slice
+# carries the task's number and that number's name, and the functions the parent's
+# markers must be under: Pool's task and result handler threads; an executor's queue
+# feeder thread and its manager thread (3.9+) or queue management thread (3.8).
+# Unqualified names: 3.8-3.10 have no co_qualname.
+KINDS = {
+    "pool": (("pool task sent", "pool task received", "pool result sent",
+              "pool result received"), "worker", "pool_task",
+             {"pool task sent": ("_handle_tasks",),
+              "pool result received": ("_handle_results",)}),
+    "ppe": (("executor task sent", "executor task received", "executor result sent",
+             "executor result received"), "_process_worker", "work_id",
+            {"executor task sent": ("_feed",),
+             "executor result received": ("wait_result_broken_or_wakeup",
+                                          "_queue_management_worker")}),
+}
 
 
 def jobs_of(stdout):
@@ -43,13 +55,13 @@ def devtools_flows(path):
 
 
 class PoolFlows(unittest.TestCase):
-    def check(self, python, method, work):
+    def check(self, python, kind, method, work):
         if os.geteuid() != 0:
             self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
         d = tempfile.mkdtemp()
         try:
             out = os.path.join(d, "t.json")
-            p = run_tool(["-q", "--backend", "bpf", "-o", out, "--", python, FIXTURE, "pool",
+            p = run_tool(["-q", "--backend", "bpf", "-o", out, "--", python, FIXTURE, kind,
                           method, work])
             self.assertEqual(p.returncode, 0, p.stderr)
             trace = Trace(out)
@@ -72,29 +84,30 @@ class PoolFlows(unittest.TestCase):
         self.assertEqual(len(viewer), len(jobs), "DevTools resolved %d flows of %d: %s" % (
             len(viewer), len(jobs), viewer))
         self.assertTrue(all(len(f) == 4 for f in viewer), viewer)
+        points, loop, number, handlers = KINDS[kind]
         tasks = []
         for pid, tid, t0, t1 in jobs:
             where = "job on %d:%d [%d, %d]" % (pid, tid, t0, t1)
             # The worker's loop slice that ran this job, and its task number.
-            loops = [s for s in trace.slices if s.tid == tid and s.name == "worker" and
-                     "pool_task" in s.args and s.start_ns <= t0 + 2000000 and
+            loops = [s for s in trace.slices if s.tid == tid and s.name == loop and
+                     number in s.args and s.start_ns <= t0 + 2000000 and
                      s.end_ns >= t1 - 2000000]
             self.assertEqual(len(loops), 1, (where, loops))
-            task = loops[0].args["pool_task"]
+            task = loops[0].args[number]
             tasks.append(task)
             mine = [f for f in flows.values() if f[1].tid == tid and
-                    f[1].args.get("pool_task") == task and f[1].start_ns <= t0]
+                    f[1].args.get(number) == task and f[1].start_ns <= t0]
             self.assertEqual(len(mine), 1, "%s, task %d: flows %r" % (where, task, mine))
             chain = mine[0]
-            self.assertEqual([m.name for m in chain], list(POINTS), (where, chain))
-            self.assertEqual({m.args.get("pool_task") for m in chain}, {task}, where)
+            self.assertEqual([m.name for m in chain], list(points), (where, chain))
+            self.assertEqual({m.args.get(number) for m in chain}, {task}, where)
             self.assertEqual([m.pid for m in chain], [main_pid, pid, pid, main_pid], where)
             self.assertEqual(sorted(m.start_ns for m in chain),
                              [m.start_ns for m in chain], where)
             for m in chain:
-                if m.name in HANDLERS:
-                    self.assertIn(HANDLERS[m.name],
-                                  [a.split(".")[-1] for a in m.ancestors()], (where, m))
+                if m.name in handlers:
+                    under = {a.split(".")[-1] for a in m.ancestors()}
+                    self.assertTrue(under & set(handlers[m.name]), (where, m, m.ancestors()))
             # The result is sent from inside the task's slice; the task is received
             # before the job's own first clock reading, on the thread that ran it.
             sent = chain[2]
@@ -105,17 +118,43 @@ class PoolFlows(unittest.TestCase):
         self.assertEqual(sorted(tasks), list(range(len(jobs))), tasks)
 
 
-def make(python, method, work):
+class NoFlows(unittest.TestCase):
+    def test_no_flows_reads_no_messages(self):
+        """--no-flows: no marker, no flow; the tasks' slices as before."""
+        if os.geteuid() != 0:
+            self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
+        d = tempfile.mkdtemp()
+        try:
+            out = os.path.join(d, "t.json")
+            p = run_tool(["-q", "--backend", "bpf", "--no-flows", "-o", out, "--",
+                          interpreters()[0][1], FIXTURE, "pool", "fork", "equal"])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            trace = Trace(out)
+        finally:
+            shutil.rmtree(d)
+        self.assertEqual([s for s in trace.slices if s.cat == "message"], [])
+        self.assertEqual([e for e in trace.events if e["ph"] in "stf"], [])
+        self.assertEqual(trace.other.get("flows"), 0)
+        self.assertEqual(sorted(s.args["pool_task"] for s in trace.slices
+                                if s.name == "worker" and "pool_task" in s.args),
+                         list(range(len(jobs_of(p.stdout)))))
+
+
+def make(python, kind, method, work):
     def test(self):
-        self.check(python, method, work)
+        self.check(python, kind, method, work)
     return test
 
 
 for _label, _python in interpreters():
     _name = _label.replace(".", "_").replace("-", "_")
-    setattr(PoolFlows, "test_fork_equal_" + _name, make(_python, "fork", "equal"))
-    setattr(PoolFlows, "test_spawn_compute_" + _name, make(_python, "spawn", "compute"))
-setattr(PoolFlows, "test_forkserver_sleep", make(interpreters()[0][1], "forkserver", "sleep"))
+    setattr(PoolFlows, "test_pool_fork_equal_" + _name, make(_python, "pool", "fork", "equal"))
+    setattr(PoolFlows, "test_pool_spawn_compute_" + _name,
+            make(_python, "pool", "spawn", "compute"))
+    setattr(PoolFlows, "test_ppe_spawn_equal_" + _name, make(_python, "ppe", "spawn", "equal"))
+setattr(PoolFlows, "test_pool_forkserver_sleep",
+        make(interpreters()[0][1], "pool", "forkserver", "sleep"))
+setattr(PoolFlows, "test_ppe_fork_compute", make(interpreters()[0][1], "ppe", "fork", "compute"))
 
 
 if __name__ == "__main__":

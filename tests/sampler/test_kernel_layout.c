@@ -188,10 +188,10 @@ static void test_kernel_layout__rejects_malformed_data(void **state)
 	assert_int_equal(kernel_layout__from_btf(data, size, &o), -EINVAL);
 	h->type_len += 4;
 	last = (struct btf_type *)(data + h->hdr_len + h->type_off + h->type_len -
-				   5 * sizeof(struct btf_member) - sizeof(struct btf_type));
-	last->info = (31u << 24) | 5; /* pt_regs, of no known kind */
+				   6 * sizeof(struct btf_member) - sizeof(struct btf_type));
+	last->info = (31u << 24) | 6; /* pt_regs, of no known kind */
 	assert_int_equal(kernel_layout__from_btf(data, size, &o), -EINVAL);
-	last->info = (BTF_KIND_STRUCT << 24) | 5;
+	last->info = (BTF_KIND_STRUCT << 24) | 6;
 	assert_int_equal(kernel_layout__from_btf(data, size, &o), 0);
 	data[0] ^= 0xff; /* the magic */
 	assert_int_equal(kernel_layout__from_btf(data, size, &o), -EINVAL);
