@@ -410,7 +410,11 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 	struct frame_walk w = { 0 };
 	__u64 *known, tstate, size;
 	__u32 frames_size, args_size, names_size;
-	/* Its buffers: a sample or a message's read may interrupt a switch's, not each other. */
+	/*
+	 * Its buffers, one set per kind: a sample (an interrupt) may come in the middle of
+	 * a message's walk (at a system call's end, run with preemption off, like the
+	 * switch's in the scheduler), never of another sample's.
+	 */
 	__u32 which = kind == PYTRACE_EV_SWITCH ? 0 : kind == PYTRACE_EV_SAMPLE ? 1 : 2;
 	__u32 slot = bpf_get_smp_processor_id() * 3 + which;
 

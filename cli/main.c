@@ -69,7 +69,7 @@ static void usage(FILE *f)
 		"                        each multiprocessing.Pool or ProcessPoolExecutor task gets\n"
 		"                        markers where the parent wrote it, a worker read it, the\n"
 		"                        worker wrote its result and the parent read that, under\n"
-		"                        the stacks then, joined by a flow arrow (JSON output)\n"
+		"                        the stacks then, joined by a flow arrow\n"
 		"  -d, --duration SECS   stop after SECS seconds (the command keeps running)\n"
 		"\n"
 		"dump takes only -p and -v.\n"

@@ -184,6 +184,8 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "kernel_empty_walks", st.kernel_empty_walks);
 	trace__note(s->trace, "kernel_threads_found", st.kernel_threads_found);
 	trace__note(s->trace, "kernel_forks_followed", st.kernel_forks_followed);
+	trace__note(s->trace, "kernel_messages", st.kernel_messages);
+	trace__note(s->trace, "pool_messages", st.pool_messages);
 	trace__note(s->trace, "python_walks", st.python_walks);
 	trace__note(s->trace, "sample_python_walks", st.sample_walks);
 	trace__note(s->trace, "prompt_python_walks", st.prompt_walks);

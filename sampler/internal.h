@@ -206,8 +206,8 @@ struct sampler {
 	struct hashmap *pythons;	 /* pid -> struct cpython_process */
 	struct hashmap *unread_runtimes; /* pid -> struct unread_runtime: found, not yet readable */
 	struct hashmap *exit_codes;	 /* pid -> wait() code + 1, sent by the kernel at its end */
-	struct hashmap *messages;	 /* tid -> struct cpython_message *: a Pool message the
-					    kernel sent, until the stack it sends after it */
+	struct hashmap *messages;	 /* tid -> struct pending_message (kernel.c): a pool's
+					    message, until the stack the kernel sends after it */
 	struct bpf_reader *bpf;		 /* Python frames read by the kernel at switch-outs */
 	bool kernel_samples;	    /* ... and at samples: it is attached to the clock events */
 	size_t nfds_sampled;	    /* clock events it was attached to (or tried) */

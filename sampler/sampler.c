@@ -98,6 +98,7 @@ void sampler__stats(struct sampler *s, struct sampler_stats *stats)
 		stats->kernel_events_lost = bpf_reader__stat(s->bpf, PYTRACE_STAT_RINGBUF_FULL);
 		stats->kernel_read_errors = bpf_reader__stat(s->bpf, PYTRACE_STAT_READ_ERRORS);
 		stats->kernel_empty_walks = bpf_reader__stat(s->bpf, PYTRACE_STAT_NO_FRAMES);
+		stats->kernel_messages = bpf_reader__stat(s->bpf, PYTRACE_STAT_MESSAGES);
 		stats->kernel_threads_found = bpf_reader__stat(s->bpf, PYTRACE_STAT_THREADS_FOUND);
 		stats->kernel_forks_followed =
 			bpf_reader__stat(s->bpf, PYTRACE_STAT_FORKS_FOLLOWED);

@@ -168,7 +168,7 @@ struct sampler_stats {
 	uint64_t throttled;		/* times the kernel throttled sampling */
 	uint64_t unpaired_switches;	/* switch records without their other half */
 	uint64_t python_walks;		/* Python stacks read */
-	uint64_t pool_messages;		/* Pool tasks and results seen written or read */
+	uint64_t pool_messages;		/* process pools' tasks and results written or read */
 	uint64_t stale_captures;	/* waits read from outside too late, discarded */
 	uint64_t sample_walks;		/* samples whose stack was read from outside */
 	uint64_t prompt_walks;		/* ... within one sampling period of the sample */
@@ -183,6 +183,7 @@ struct sampler_stats {
 	uint64_t kernel_events_lost;	/* the kernel-side reader's ring was full */
 	uint64_t kernel_read_errors;	/* its walks cut short by unreadable memory */
 	uint64_t kernel_empty_walks;	/* ... that found no Python frame (start-up, shutdown) */
+	uint64_t kernel_messages;	/* reads and writes sent as maybe pickled messages */
 	uint64_t kernel_threads_found;	/* thread states it found in an interpreter itself */
 	uint64_t kernel_forks_followed; /* processes it followed into at fork */
 	uint64_t python_walk_errors;	/* reads that failed (a thread state or frame moved) */

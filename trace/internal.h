@@ -31,7 +31,7 @@ struct trace {
 	struct folded *folded;	     /* collapsed stacks */
 	struct pftrace *pftrace;     /* Perfetto's state: tracks, interned strings */
 	struct names *names;
-	struct flows *flows; /* JSON: Pool messages, joined into flows at the end */
+	struct flows *flows; /* pool messages, joined into flows at the end (not .folded) */
 	struct trace_note *notes;
 	size_t nnotes;
 	struct trace_stats stats;
@@ -65,6 +65,8 @@ int pftrace__slice(void *ctx, const struct slice *s);
 int pftrace__observe(struct trace *trace, const struct trace_obs *obs);
 int pftrace__event(struct trace *trace, const struct trace_event *ev);
 int pftrace__end_thread(struct trace *trace, uint32_t pid, uint32_t tid);
+/* One point of flow @id (an instant with the flow's id), the flow's end when @last. */
+int pftrace__flow(struct trace *trace, uint64_t id, const struct flow_point *p, bool last);
 /* Writes what is still held (slice ends, counters) and the tracks' final names. */
 int pftrace__flush(struct trace *trace);
 /* The statistics and notes, as the arguments of a last instant event. */

@@ -77,17 +77,23 @@ void pb_int(struct pb_buf *b, uint32_t field, int64_t v)
 	pb_uint(b, field, (uint64_t)v);
 }
 
-void pb_double(struct pb_buf *b, uint32_t field, double v)
+void pb_fixed64(struct pb_buf *b, uint32_t field, uint64_t v)
 {
-	uint64_t bits;
 	int i;
 
-	memcpy(&bits, &v, sizeof(bits));
 	put_tag(b, field, 1);
 	if (room(b, 8))
 		return;
 	for (i = 0; i < 8; i++)
-		b->data[b->len++] = (uint8_t)(bits >> (8 * i));
+		b->data[b->len++] = (uint8_t)(v >> (8 * i));
+}
+
+void pb_double(struct pb_buf *b, uint32_t field, double v)
+{
+	uint64_t bits;
+
+	memcpy(&bits, &v, sizeof(bits));
+	pb_fixed64(b, field, bits);
 }
 
 void pb_bytes(struct pb_buf *b, uint32_t field, const void *data, size_t len)

@@ -24,6 +24,7 @@ void pb_buf__release(struct pb_buf *b);
 void pb_uint(struct pb_buf *b, uint32_t field, uint64_t v);
 void pb_int(struct pb_buf *b, uint32_t field, int64_t v); /* int64: two's complement */
 void pb_double(struct pb_buf *b, uint32_t field, double v);
+void pb_fixed64(struct pb_buf *b, uint32_t field, uint64_t v);
 void pb_string(struct pb_buf *b, uint32_t field, const char *s); /* UTF-8 fixed up */
 void pb_bytes(struct pb_buf *b, uint32_t field, const void *data, size_t len);
 

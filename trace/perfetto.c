@@ -581,6 +581,30 @@ int pftrace__event(struct trace *trace, const struct trace_event *ev)
 	return 0;
 }
 
+/*
+ * One point of flow @id: an instant at its message's marker, which the flow (ended at
+ * the @last) binds to; trace processor links a flow's events in time order.
+ */
+int pftrace__flow(struct trace *trace, uint64_t id, const struct flow_point *fp, bool last)
+{
+	struct pf_track *t = pf_thread_track(trace, fp->pid, fp->tid);
+	struct pb_buf *p;
+	size_t m;
+
+	if (!t)
+		return -ENOMEM;
+	p = pf_packet_begin(trace->pftrace, fp->ts_us);
+	m = pb_begin(p, PKT_TRACK_EVENT);
+	pb_uint(p, TE_TYPE, TYPE_INSTANT);
+	pb_uint(p, TE_TRACK_UUID, t->uuid);
+	pb_string(p, TE_NAME, fp->m.executor ? "executor task" : "pool task");
+	pb_uint(p, TE_CATEGORY_IIDS, (uint64_t)FRAME_MESSAGE + 1);
+	pb_fixed64(p, last ? TE_TERMINATING_FLOW_IDS : TE_FLOW_IDS, id);
+	pb_end(p, m);
+	pf_packet_end(trace);
+	return 0;
+}
+
 int pftrace__end_thread(struct trace *trace, uint32_t pid, uint32_t tid)
 {
 	struct pf_track *t = hashmap__get(trace->pftrace->tracks, track_key(pid, tid));
@@ -635,6 +659,7 @@ void pftrace__footer(struct trace *trace, const struct trace_stats *stats)
 		{ "slices_empty", stats->slices_empty },
 		{ "reordered", stats->reordered },
 		{ "hidden", stats->hidden },
+		{ "flows", stats->flows },
 		{ "events_lost_to_write_errors", stats->lost_to_write_errors },
 	};
 	struct pftrace *pf = trace->pftrace;

@@ -58,6 +58,8 @@ enum {
 	TE_NAME = 23,
 	TE_SOURCE_LOCATION_IID = 34,
 	TE_DOUBLE_COUNTER_VALUE = 44,
+	TE_FLOW_IDS = 47,	      /* fixed64: the event's flows go on to the next with the id */
+	TE_TERMINATING_FLOW_IDS = 48, /* ... and end at it */
 	DA_NAME_IID = 1,
 	DA_BOOL_VALUE = 2,
 	DA_UINT_VALUE = 3,

@@ -144,11 +144,9 @@ struct trace *trace__open(const struct trace_opts *opts)
 		}
 		if (trace->pftrace || opts->summary)
 			sink.open = on_open;
-		if (!trace->pftrace) {
-			trace->flows = flows__new();
-			if (!trace->flows)
-				goto out_destroy;
-		}
+		trace->flows = flows__new();
+		if (!trace->flows)
+			goto out_destroy;
 		trace->coalescer = coalescer__new(&copts, sink);
 		if (!trace->coalescer)
 			goto out_destroy;
@@ -201,8 +199,20 @@ static int write_flow(void *ctx, const struct flow_point *const *points, uint32_
 	uint64_t id = ++trace->stats.flows;
 	uint32_t i;
 
-	for (i = 0; i < n; i++)
-		json_writer__flow(trace, i == 0 ? "s" : i + 1 == n ? "f" : "t", id, points[i]);
+	for (i = 0; i < n; i++) {
+		if (trace->pftrace) {
+			int err = pftrace__flow(trace, id, points[i], i + 1 == n);
+
+			if (err)
+				return err;
+		} else {
+			json_writer__flow(trace,
+					  i == 0       ? "s"
+					  : i + 1 == n ? "f"
+						       : "t",
+					  id, points[i]);
+		}
+	}
 	return 0;
 }
 

@@ -87,6 +87,8 @@ class PfTrace:
         self.errors = []
         self.tracks = {}  # uuid -> descriptor dict (the last one written)
         self.slices, self.instants, self.counters = [], [], {}
+        # flow id -> [(pid, tid, ts, name of the innermost open slice, terminating)]
+        self.flows = {}
         self.clocks = None
         self.statistics = {}
         self._read()
@@ -197,6 +199,10 @@ class PfTrace:
                     self.statistics = te["_args"]
                 else:
                     self.instants.append((pid, tid, ts, te["_name"], te["_args"]))
+                inside = stack[-1].name if stack else None
+                for key, ending in (("flow_ids", False), ("terminating_flow_ids", True)):
+                    for fid in te.get(key, []):
+                        self.flows.setdefault(fid, []).append((pid, tid, ts, inside, ending))
             elif kind == "TYPE_COUNTER":
                 self.counters.setdefault(uuid, []).append(
                     (ts, one(te, "double_counter_value")))

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import unittest
 
+from pftrace import PfTrace
 from pythons import interpreters
 from tracefile import ROOT, Trace, run_tool
 
@@ -116,6 +117,42 @@ class PoolFlows(unittest.TestCase):
             self.assertLessEqual(chain[1].start_ns, t0, where)
             self.assertGreaterEqual(sent.start_ns, t1 - 1000, where)
         self.assertEqual(sorted(tasks), list(range(len(jobs))), tasks)
+
+
+class PoolFlowsPerfetto(unittest.TestCase):
+    def check(self, kind, method):
+        """The .pftrace: each task's four points are instants with its flow id on its
+        markers, in time order, the last ending the flow (trace processor links a
+        flow's events in time order)."""
+        if os.geteuid() != 0:
+            self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
+        d = tempfile.mkdtemp()
+        try:
+            out = os.path.join(d, "t.pftrace")
+            p = run_tool(["-q", "--backend", "bpf", "-o", out, "--", interpreters()[0][1],
+                          FIXTURE, kind, method, "equal"])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            trace = PfTrace(out)
+        finally:
+            shutil.rmtree(d)
+        self.assertEqual(trace.errors, [])
+        jobs = jobs_of(p.stdout)
+        points = KINDS[kind][0]
+        self.assertEqual(len(trace.flows), len(jobs), trace.flows)
+        self.assertEqual(trace.statistics.get("flows"), len(jobs), trace.statistics)
+        workers = {tid for _, tid, _, _ in jobs}
+        for fid, events in trace.flows.items():
+            events.sort(key=lambda e: e[2])
+            self.assertEqual([e[3] for e in events], list(points), (fid, events))
+            self.assertEqual([e[4] for e in events], [False, False, False, True], events)
+            self.assertIn(events[1][1], workers, events)
+            self.assertEqual(events[1][1], events[2][1], events)
+
+    def test_pool(self):
+        self.check("pool", "fork")
+
+    def test_executor(self):
+        self.check("ppe", "spawn")
 
 
 class NoFlows(unittest.TestCase):
