@@ -47,13 +47,20 @@ def jobs_of(stdout):
     return out
 
 
-def record(python, backend, kind, method, work):
+def record(python, backend, kind, method, work, options=(), ext="json", look=None):
+    """Runs the fixture under the tool: (its process, the trace read back, a Trace or for
+    @ext "pftrace" a PfTrace, None when none was written). @look, when given, is called
+    with the written file's path before it goes."""
     d = tempfile.mkdtemp()
     try:
-        out = os.path.join(d, "t.json")
-        p = run_tool(["-q", "--backend", backend, "-o", out, "--", python, FIXTURE, kind,
-                      method, work])
-        return p, (Trace(out) if os.path.exists(out) else None)
+        out = os.path.join(d, "t." + ext)
+        p = run_tool(["-q", "--backend", backend, "-o", out] + list(options) +
+                     ["--", python, FIXTURE, kind, method, work])
+        if not os.path.exists(out):
+            return p, None
+        if look:
+            look(out)
+        return p, (PfTrace(out) if ext == "pftrace" else Trace(out))
     finally:
         shutil.rmtree(d)
 
@@ -154,15 +161,9 @@ class PoolArgsPerfetto(unittest.TestCase):
         found late (a spawned worker's first task)."""
         if os.geteuid() != 0:
             self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
-        d = tempfile.mkdtemp()
-        try:
-            out = os.path.join(d, "t.pftrace")
-            p = run_tool(["-q", "--backend", "bpf", "-o", out, "--", interpreters()[0][1],
-                          FIXTURE, "pool", "spawn", "equal"])
-            self.assertEqual(p.returncode, 0, p.stderr)
-            trace = PfTrace(out)
-        finally:
-            shutil.rmtree(d)
+        p, trace = record(interpreters()[0][1], "bpf", "pool", "spawn", "equal",
+                          ext="pftrace")
+        self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(trace.errors, [])
         jobs = jobs_of(p.stdout)
         procs = [s for s in trace.slices if s.name == "proc"]

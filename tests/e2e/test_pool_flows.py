@@ -12,16 +12,13 @@ its exact ts, pid, tid and category. The perf backend draws no flows (README).
 """
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 
-from pftrace import PfTrace
 from pythons import interpreters
-from tracefile import ROOT, Trace, run_tool
+from test_pool_args import record
+from tracefile import ROOT
 
-FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_pool_args.py")
 VIEWER = os.path.join(ROOT, "tests", "viewer")
 # Per kind of pool: its messages' markers in a task's order, the worker loop whose slice
 # carries the task's number and that number's name, and the functions the parent's
@@ -59,16 +56,10 @@ class PoolFlows(unittest.TestCase):
     def check(self, python, kind, method, work):
         if os.geteuid() != 0:
             self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
-        d = tempfile.mkdtemp()
-        try:
-            out = os.path.join(d, "t.json")
-            p = run_tool(["-q", "--backend", "bpf", "-o", out, "--", python, FIXTURE, kind,
-                          method, work])
-            self.assertEqual(p.returncode, 0, p.stderr)
-            trace = Trace(out)
-            viewer = devtools_flows(out)
-        finally:
-            shutil.rmtree(d)
+        viewer = []
+        p, trace = record(python, "bpf", kind, method, work,
+                          look=lambda path: viewer.extend(devtools_flows(path)))
+        self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(trace.nesting_errors, [])
         jobs = jobs_of(p.stdout)
         self.assertEqual(len(jobs), 6 if work == "equal" else 8, p.stdout)
@@ -126,15 +117,8 @@ class PoolFlowsPerfetto(unittest.TestCase):
         flow's events in time order)."""
         if os.geteuid() != 0:
             self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
-        d = tempfile.mkdtemp()
-        try:
-            out = os.path.join(d, "t.pftrace")
-            p = run_tool(["-q", "--backend", "bpf", "-o", out, "--", interpreters()[0][1],
-                          FIXTURE, kind, method, "equal"])
-            self.assertEqual(p.returncode, 0, p.stderr)
-            trace = PfTrace(out)
-        finally:
-            shutil.rmtree(d)
+        p, trace = record(interpreters()[0][1], "bpf", kind, method, "equal", ext="pftrace")
+        self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(trace.errors, [])
         jobs = jobs_of(p.stdout)
         points = KINDS[kind][0]
@@ -160,15 +144,9 @@ class NoFlows(unittest.TestCase):
         """--no-flows: no marker, no flow; the tasks' slices as before."""
         if os.geteuid() != 0:
             self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
-        d = tempfile.mkdtemp()
-        try:
-            out = os.path.join(d, "t.json")
-            p = run_tool(["-q", "--backend", "bpf", "--no-flows", "-o", out, "--",
-                          interpreters()[0][1], FIXTURE, "pool", "fork", "equal"])
-            self.assertEqual(p.returncode, 0, p.stderr)
-            trace = Trace(out)
-        finally:
-            shutil.rmtree(d)
+        p, trace = record(interpreters()[0][1], "bpf", "pool", "fork", "equal",
+                          options=["--no-flows"])
+        self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual([s for s in trace.slices if s.cat == "message"], [])
         self.assertEqual([e for e in trace.events if e["ph"] in "stf"], [])
         self.assertEqual(trace.other.get("flows"), 0)
