@@ -373,8 +373,12 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 		return NULL;
 	}
 	if (e->kind == PYTRACE_EV_MESSAGE_STACK) {
+		/*
+		 * Without the stack it went with, a message is not shown: a marker at the
+		 * thread's root would end every slice open there.
+		 */
 		ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
-		out = message_record(e, ps);
+		out = ps ? message_record(e, ps) : NULL;
 		if (out) {
 			out->seq = q->seq;
 			s->stats.pool_messages++;

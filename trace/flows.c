@@ -7,6 +7,7 @@
 struct flows {
 	struct flow_point *points;
 	size_t n, capacity;
+	uint64_t dropped;
 };
 
 struct flows *flows__new(void)
@@ -25,6 +26,10 @@ void flows__free(struct flows *f)
 int flows__mark(struct flows *f, uint32_t pid, uint32_t tid, uint64_t t_ns,
 		const struct trace_message *m)
 {
+	if (f->n == FLOWS_MAX_POINTS) {
+		f->dropped++;
+		return 0;
+	}
 	if (f->n == f->capacity) {
 		size_t capacity = f->capacity ? 2 * f->capacity : 256;
 		struct flow_point *grown = realloc(f->points, capacity * sizeof(*grown));
@@ -36,6 +41,11 @@ int flows__mark(struct flows *f, uint32_t pid, uint32_t tid, uint64_t t_ns,
 	}
 	f->points[f->n++] = (struct flow_point){ .pid = pid, .tid = tid, .t_ns = t_ns, .m = *m };
 	return 0;
+}
+
+uint64_t flows__dropped(const struct flows *f)
+{
+	return f->dropped;
 }
 
 void flows__bind(struct flows *f, uint32_t pid, uint32_t tid, uint64_t start_ns, uint64_t ts_us)

@@ -18,6 +18,12 @@ struct flow_point {
 	struct trace_message m;
 };
 
+/*
+ * Messages kept at most (48 bytes each): past them, a long run of tiny tasks would hold
+ * gigabytes; the rest are counted (flows__dropped()), not joined.
+ */
+#define FLOWS_MAX_POINTS (1u << 21)
+
 struct flows;
 
 /* NULL with errno set. Free with flows__free() (accepts NULL). */
@@ -27,6 +33,9 @@ void flows__free(struct flows *f);
 /* Notes a message observed on thread @tid at @t_ns. 0 or -ENOMEM. */
 int flows__mark(struct flows *f, uint32_t pid, uint32_t tid, uint64_t t_ns,
 		const struct trace_message *m);
+
+/* Messages not kept: past FLOWS_MAX_POINTS. */
+uint64_t flows__dropped(const struct flows *f);
 
 /* A message's marker slice opened at @start_ns was written starting at @ts_us. */
 void flows__bind(struct flows *f, uint32_t pid, uint32_t tid, uint64_t start_ns, uint64_t ts_us);

@@ -314,6 +314,8 @@ int trace__close(struct trace *trace, struct trace_stats *stats)
 	if (trace->flows) {
 		r = flows__join(trace->flows, write_flow, trace);
 		err = err ? err : (r < 0 ? r : 0);
+		if (flows__dropped(trace->flows))
+			trace__note(trace, "flow_messages_not_kept", flows__dropped(trace->flows));
 	}
 	r = recover_output(trace);
 	err = err ? err : r;

@@ -121,12 +121,29 @@ static void test_flows__partial_chains_and_unwritten_markers(void **state)
 	flows__free(f);
 }
 
+static void test_flows__keeps_a_bounded_number(void **state)
+{
+	struct flows *f = flows__new();
+	struct chains c = { .n = 0 };
+	uint32_t i;
+
+	(void)state;
+	assert_non_null(f);
+	for (i = 0; i < FLOWS_MAX_POINTS + 3; i++)
+		mark(f, PARENT, 11, 100 + i, false, true, 0, i, false);
+	assert_int_equal(flows__dropped(f), 3);
+	/* None was written: nothing to join, and nothing joined past the bound. */
+	assert_int_equal(flows__join(f, collect, &c), 0);
+	flows__free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_flows__one_chain_per_task_in_time_order),
 		cmocka_unit_test(test_flows__equal_numbers_apart_by_process_and_time),
 		cmocka_unit_test(test_flows__partial_chains_and_unwritten_markers),
+		cmocka_unit_test(test_flows__keeps_a_bounded_number),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
