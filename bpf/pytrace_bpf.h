@@ -145,6 +145,13 @@ struct pytrace_raw_arg {
 	__u64 words[4];
 };
 
+/*
+ * Room an argument may take (its text's length is masked to below 2 * ARG_TEXT): a walk
+ * whose arguments came within it of PYTRACE_BPF_ARGS_BYTES read no more of them, and
+ * the frames after the last one with arguments sent were not read for theirs.
+ */
+#define PYTRACE_BPF_ARG_MAX_BYTES (sizeof(struct pytrace_raw_arg) + 2 * PYTRACE_BPF_ARG_TEXT)
+
 enum pytrace_event_kind {
 	PYTRACE_EV_SWITCH, /* the thread switched out (tp_btf/sched_switch) */
 	PYTRACE_EV_SAMPLE, /* a cpu-clock sample interrupted it (perf_event program) */

@@ -45,8 +45,7 @@ static __always_inline __u64 text_of(const struct pytrace_py_cfg *cfg,
 	return 0;
 }
 
-/* Room an argument may take: its text's length is masked to below 2 * ARG_TEXT. */
-#define ARG_MAX_BYTES (sizeof(struct pytrace_raw_arg) + 2 * PYTRACE_BPF_ARG_TEXT)
+#define ARG_MAX_BYTES PYTRACE_BPF_ARG_MAX_BYTES
 
 /* Where @obj is remembered: objects are 16-aligned, the bits above tell them apart. */
 static __always_inline __u32 seen_slot(__u64 obj)

@@ -17,6 +17,12 @@ void arg_store__free(struct arg_store *st);
  */
 uint32_t arg_store__add(struct arg_store *st, const uint8_t *bytes, uint32_t len, bool *added);
 
+/*
+ * A frame's id when its arguments were not read for want of room (the kernel's, in a
+ * deep stack): not known, which is not none (symbolize/ shows it as matching any).
+ */
+#define ARG_STORE_UNKNOWN UINT32_MAX
+
 /* The bytes of @id (and their length in *@len), or NULL for 0 or an id not given. */
 const uint8_t *arg_store__get(const struct arg_store *st, uint32_t id, uint32_t *len);
 

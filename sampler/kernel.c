@@ -117,6 +117,16 @@ static void keep_kernel_args(struct sampler *s, struct cpython_process *proc,
 		if (len[i])
 			frames[i].args_id = store_list(s, proc, args + from[i], len[i]);
 	}
+	/*
+	 * The kernel's room ran out: the last frame with arguments sent may have lost some,
+	 * the frames after it (towards the root) were not read for theirs.
+	 */
+	if (e->args_size > PYTRACE_BPF_ARGS_BYTES - PYTRACE_BPF_ARG_MAX_BYTES) {
+		for (i = n; i-- > 0 && !len[i];)
+			frames[i].args_id = ARG_STORE_UNKNOWN;
+		if (i < n)
+			frames[i].args_id = ARG_STORE_UNKNOWN;
+	}
 }
 
 /* The frames of a kernel event as a stack, or NULL (not Python, or none left). */

@@ -132,6 +132,8 @@ static uint32_t frame_args(struct symbolizer *sym, const struct sampler_rec *rec
 	uint32_t len, at = 0, k = 0, id;
 	bool task_read = false;
 
+	if (f->args == ARG_STORE_UNKNOWN)
+		return TRACE_ARGS_UNKNOWN; /* not read (no room left): continues any call */
 	bytes = f->args ? arg_store__get(rec->sample.py_args, f->args, &len) : NULL;
 	if (!bytes)
 		return 0;

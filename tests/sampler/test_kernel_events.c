@@ -204,11 +204,57 @@ static void test_kernel_events__args_out_of_bounds(void **state)
 	sampler__free(s);
 }
 
+/*
+ * A deep stack's arguments filled the kernel's room: the frames after the last one with
+ * arguments sent, and that one, are not known (matching any call), not without (which
+ * would split a call from a reading of it that has them). With room left, a frame
+ * without records has none.
+ */
+static void test_kernel_events__args_room_ran_out(void **state)
+{
+	struct cpython_process *proc;
+	struct sampler *s = new_sampler(&proc);
+	struct pytrace_event *e = new_event(64, 0);
+	const struct pytrace_raw_frame *f;
+	uint32_t a, n, at = 0, k, last = 0;
+
+	(void)state;
+	for (a = 0; a < 64; a++)
+		e->frames[a].code = CODE(a);
+	/* 8 arguments a frame, innermost first, until the room is all but gone. */
+	for (k = 0; at <= PYTRACE_BPF_ARGS_BYTES - PYTRACE_BPF_ARG_MAX_BYTES; k++) {
+		last = k / 8;
+		at = put_record(e, at, last, (uint8_t)(k % 8), 0x5000 + 16 * k);
+	}
+	assert_true(last > 0 && last < 63);
+	take_kernel_event(s, e);
+	f = queued_frames(s, &n);
+	assert_int_equal(n, 64);
+	for (a = 0; a < last; a++)
+		assert_true(f[a].args_id && f[a].args_id != ARG_STORE_UNKNOWN);
+	for (a = last; a < 64; a++)
+		assert_int_equal(f[a].args_id, ARG_STORE_UNKNOWN);
+	qrec_free(s->batch[0]);
+	s->batch_count = 0;
+	/* Room left: the frames after the last with arguments had none to send. */
+	e->args_size = 0;
+	at = put_arg(e, 0, 0, 0x5000);
+	put_arg(e, at, 1, 0x5001);
+	take_kernel_event(s, e);
+	f = queued_frames(s, &n);
+	assert_int_equal(arg_object(s, f[1].args_id), 0x5001);
+	for (a = 2; a < 64; a++)
+		assert_int_equal(f[a].args_id, 0);
+	free(e);
+	sampler__free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kernel_events__cut_stack_in_order),
 		cmocka_unit_test(test_kernel_events__args_out_of_bounds),
+		cmocka_unit_test(test_kernel_events__args_room_ran_out),
 	};
 
 	return cmocka_run_group_tests_name("kernel_events", tests, NULL, NULL);
