@@ -70,7 +70,8 @@ $(BUILD)/bpf/vmlinux.h:
 	@test -r $(BTF) || { echo "error: no kernel BTF at $(BTF): the eBPF programs need a kernel built with CONFIG_DEBUG_INFO_BTF" >&2; exit 1; }
 	bpftool btf dump file $(BTF) format c > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/bpf/pytrace.bpf.o: bpf/pytrace.bpf.c bpf/values.bpf.h bpf/pytrace_bpf.h $(BUILD)/bpf/vmlinux.h
+$(BUILD)/bpf/pytrace.bpf.o: bpf/pytrace.bpf.c bpf/values.bpf.h bpf/pytrace_bpf.h common/fingerprint.h \
+		$(BUILD)/bpf/vmlinux.h
 	$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_x86 -I$(BUILD)/bpf -Ibpf -c -o $@ $<
 
 $(BUILD)/bpf/pytrace.skel.h: $(BUILD)/bpf/pytrace.bpf.o

@@ -12,6 +12,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "../common/fingerprint.h"
 #include "pytrace_bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";

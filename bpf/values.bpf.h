@@ -206,8 +206,8 @@ __noinline int read_code_name(struct walk_buf *b, const struct pytrace_py_cfg *c
 	at = b->names_used;
 	name = span_u64(b->code, cfg->code_name);
 	filename = span_u64(b->code, cfg->code_filename);
-	/* Tells one made at a freed one's address (cpython_fingerprint()). */
-	fingerprint = filename ^ (name_word(b->code, cfg) << 1);
+	/* Tells one made at a freed one's address. */
+	fingerprint = PYTRACE_FINGERPRINT(filename, name_word(b->code, cfg));
 	if (b->named_code[k] == code && b->named_fingerprint[k] == fingerprint &&
 	    b->named_pid[k] == pid)
 		return 0;

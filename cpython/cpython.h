@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../common/fingerprint.h"
+
 #define CPYTHON_MAX_FRAMES 1024	 /* frames a walk returns: the root-most of a deeper stack */
 #define CPYTHON_WALK_FRAMES 8192 /* frames a walk reads at most */
 #define CPYTHON_MAX_THREADS 4096
@@ -432,7 +434,7 @@ static inline uint64_t cpython_name_word(uint64_t name, uint64_t version)
 
 static inline uint64_t cpython_fingerprint(uint64_t filename, uint64_t name_word)
 {
-	return filename ^ (name_word << 1);
+	return PYTRACE_FINGERPRINT(filename, name_word);
 }
 
 /* A Python frame as read from the target: enough to name it later. */
