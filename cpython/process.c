@@ -114,14 +114,13 @@ struct cpython_code_entry *cpython_code_lookup(struct cpython_process *p, uint64
  */
 #define MAX_REFCNT (1ULL << 40)
 
-static bool live_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code)
+static bool live_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t refcnt,
+		      uint64_t type)
 {
-	uint64_t refcnt, type, tp_name;
+	uint64_t tp_name;
 	char name[5];
 
-	if (mem->read(mem->ctx, code, &refcnt, 8) ||
-	    mem->read(mem->ctx, code + p->layout.object_type, &type, 8) || !refcnt ||
-	    refcnt >= MAX_REFCNT)
+	if (!refcnt || refcnt >= MAX_REFCNT)
 		return false;
 	if (p->code_type)
 		return type == p->code_type;
@@ -132,17 +131,42 @@ static bool live_code(struct cpython_process *p, const struct cpython_mem *mem, 
 	return true;
 }
 
+/* The bytes of @head at @offset, @len of them (at most 8), as a little-endian number. */
+static uint64_t head_field(const uint8_t *head, uint32_t offset, size_t len)
+{
+	uint64_t v = 0;
+
+	memcpy(&v, head + offset, len);
+	return v;
+}
+
+/*
+ * Whether the code object at @code is still the one of @fingerprint: the head of the
+ * object, up to the last field looked at, in one read (once per code object seen new).
+ */
 static bool same_code(struct cpython_process *p, const struct cpython_mem *mem, uint64_t code,
 		      uint64_t fingerprint)
 {
-	uint64_t filename, name, version = 0;
+	const struct cpython_layout *l = &p->layout;
+	uint8_t head[512];
+	size_t span = 8;
+	uint64_t version;
 
-	return live_code(p, mem, code) &&
-	       !mem->read(mem->ctx, code + p->layout.code_filename, &filename, 8) &&
-	       !mem->read(mem->ctx, code + p->layout.code_name, &name, 8) &&
-	       (!p->layout.code_version ||
-		!mem->read(mem->ctx, code + p->layout.code_version, &version, 4)) &&
-	       cpython_fingerprint(filename, cpython_name_word(name, version)) == fingerprint;
+	if (l->object_type + 8 > span)
+		span = l->object_type + 8;
+	if (l->code_filename + 8 > span)
+		span = l->code_filename + 8;
+	if (l->code_name + 8 > span)
+		span = l->code_name + 8;
+	if (l->code_version && l->code_version + 4 > span)
+		span = l->code_version + 4;
+	if (span > sizeof(head) || mem->read(mem->ctx, code, head, span) ||
+	    !live_code(p, mem, head_field(head, 0, 8), head_field(head, l->object_type, 8)))
+		return false;
+	version = l->code_version ? head_field(head, l->code_version, 4) : 0;
+	return cpython_fingerprint(head_field(head, l->code_filename, 8),
+				   cpython_name_word(head_field(head, l->code_name, 8), version)) ==
+	       fingerprint;
 }
 
 /* A pool worker's loop: its walks read its task locals from now on. */
