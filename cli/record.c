@@ -162,6 +162,15 @@ static void observe(struct session *s, const struct sampler_rec *r)
 		s->stack[n].line = 0;
 		s->stack[n].callsite = 0;
 		s->stack[n].args = 0;
+		if (r->kind == SREC_OFF_CPU && r->sample.start_estimated) {
+			/* Said on the wait: its start is the kernel's reading, an estimate. */
+			const struct arg_item estimated = { .name = "start_estimated",
+							    .kind = ARG_BOOL,
+							    .i = 1 };
+
+			s->stack[n].args =
+				args_table__intern(frame_table__args(s->frames), &estimated, 1);
+		}
 		if (s->stack[n].func)
 			n++;
 	}

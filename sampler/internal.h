@@ -72,6 +72,7 @@ struct task_state {
 	struct qrec *switch_sample; /* the latest context-switch sample (owned) */
 	bool out;		    /* switched out and not back yet */
 	uint64_t out_time;
+	bool out_estimated; /* out_time is the kernel's reading of an unrecorded switch */
 	enum sampler_wait wait;
 	struct qrec *out_sample; /* the sample taken as it switched out (owned) */
 	/*

@@ -189,7 +189,8 @@ const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, uint32_t 
 		return NULL;
 	if (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT) {
 		t->out = true;
-		t->out_time = q->py && q->py->kernel && q->py->early ? q->py->at_ns : q->time;
+		t->out_estimated = q->py && q->py->kernel && q->py->early;
+		t->out_time = t->out_estimated ? q->py->at_ns : q->time;
 		py_stack_free(t->out_py);
 		t->out_py = NULL;
 		if (q->py && q->py->kernel) {

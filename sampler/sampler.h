@@ -122,8 +122,13 @@ struct sampler_rec {
 			uint64_t end_ns;	/* SREC_OFF_CPU */
 			enum sampler_wait wait; /* SREC_OFF_CPU */
 			bool stack_at_switch;	/* stack captured when it switched out */
-			int64_t syscall;	/* the syscall it waits in, -1 unknown */
-			uint64_t syscall_arg;	/* ... its first argument, when known */
+			/*
+			 * SREC_OFF_CPU: its start is the kernel's reading of a switch-out
+			 * perf wrote no record of (an estimate: see take_kernel_out()).
+			 */
+			bool start_estimated;
+			int64_t syscall;      /* the syscall it waits in, -1 unknown */
+			uint64_t syscall_arg; /* ... its first argument, when known */
 			struct sampler_ustack stack;
 			/* Python processes: frames innermost first, read from the target. */
 			struct cpython_process *python; /* NULL: not a Python process */

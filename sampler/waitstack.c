@@ -235,6 +235,8 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 
 	r->sample.end_ns = end;
 	r->sample.wait = t->wait;
+	r->sample.start_estimated = t->out_estimated;
+	t->out_estimated = false;
 	if (t->outside_read_ns > end) {
 		/*
 		 * Read after this wait had ended: the thread had moved on (it ran and waited

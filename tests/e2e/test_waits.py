@@ -89,8 +89,20 @@ class Waits(unittest.TestCase):
                 # Off the CPU exactly as long as the thread itself says it was not on it
                 # (its own CPU clock): the kernel's switch times, whatever the load. The
                 # 2 us clipping at each end, and the trace's whole microseconds, aside.
-                self.assertLess(abs(off - ((t1 - t0) - cpu_ns)), 0.5 * MS + 0.02 * (t1 - t0),
-                                (off, t1 - t0, cpu_ns, waits))
+                # But a wait whose switch-out perf wrote no record of (1 in thousands,
+                # under load) starts at the kernel's reading of it, an estimate the
+                # trace says (start_estimated): the thread may have run in between
+                # (2.8 ms once, under a CPU hog), which only such a wait may add.
+                estimated = sum(w.dur * 1000 for w in waits if w.args.get("start_estimated"))
+                excess = off - ((t1 - t0) - cpu_ns)
+                allowed = 0.5 * MS + 0.02 * (t1 - t0)
+                self.assertLess(-excess, allowed, (off, t1 - t0, cpu_ns, waits))
+                self.assertLess(excess, allowed + estimated,
+                                ("%d ns more off the CPU than the thread's clock says, %d of "
+                                 "them in waits whose start is estimated: %s"
+                                 % (excess, estimated, "the tool's estimate" if estimated
+                                    else "the tool's fault"),
+                                 off, t1 - t0, cpu_ns, waits, trace.other))
                 # Its GIL waits: "GIL wait" or "GIL handoff" (test_gil checks their
                 # total); with perf alone a wait whose futex address was not seen can
                 # still be "lock wait (futex)" or "blocked". (The kernel's count of the

@@ -189,8 +189,8 @@ static void follow(struct sampler *s, struct qrec *q)
  * The kernel read a switch-out at 1.8 ms; perf's next record of the thread is a
  * switch-out at 5.8 ms (its records of the 1.8 ms switch and of the switch-in after
  * it never came: seen under a CPU hog). Unseen since, the thread waited from 1.8 ms,
- * with the kernel's stack. Had it been seen since (a switch-in at 3 ms), the reading
- * would be another switch's: not taken.
+ * with the kernel's stack, a start said to be estimated. Had it been seen since (a
+ * switch-in at 3 ms), the reading would be another switch's: not taken.
  */
 static void test_offcpu__kernel_saw_the_switch_first(void **state)
 {
@@ -227,6 +227,8 @@ static void test_offcpu__kernel_saw_the_switch_first(void **state)
 		assert_int_equal(r->sample.end_ns, base + 6000000);
 		assert_int_equal(r->time_ns, base + (seen ? 5800000 : 1800000));
 		assert_int_equal(r->sample.npy, seen ? 0 : 2);
+		/* The start taken from the kernel's reading is said to be an estimate. */
+		assert_int_equal(r->sample.start_estimated, !seen);
 	}
 	sampler__stats(s, &st);
 	assert_int_equal(st.kernel_switches_early, 1);
