@@ -267,7 +267,7 @@ static void carry_message(uint8_t *copy, const struct pending_message *pm)
 
 /*
  * The record of a pool message written or read, with the stack the kernel read then
- * (@ps, owned; NULL when none), to go out in time order with the rest.
+ * (@ps, owned), to go out in time order with the rest.
  */
 static struct qrec *message_record(const struct pytrace_event *e, struct py_stack *ps)
 {

@@ -8,6 +8,7 @@ struct flows {
 	struct flow_point *points;
 	size_t n, capacity;
 	uint64_t dropped;
+	uint64_t unbound; /* marks without their slice yet */
 };
 
 struct flows *flows__new(void)
@@ -40,7 +41,13 @@ int flows__mark(struct flows *f, uint32_t pid, uint32_t tid, uint64_t t_ns,
 		f->capacity = capacity;
 	}
 	f->points[f->n++] = (struct flow_point){ .pid = pid, .tid = tid, .t_ns = t_ns, .m = *m };
+	f->unbound++;
 	return 0;
+}
+
+uint64_t flows__unbound(const struct flows *f)
+{
+	return f->unbound;
 }
 
 uint64_t flows__dropped(const struct flows *f)
@@ -61,6 +68,7 @@ void flows__bind(struct flows *f, uint32_t pid, uint32_t tid, uint64_t start_ns,
 
 		if (p->pid == pid && p->tid == tid && !p->ts_us && p->t_ns <= start_ns) {
 			p->ts_us = ts_us;
+			f->unbound--;
 			return;
 		}
 	}

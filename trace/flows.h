@@ -37,6 +37,9 @@ int flows__mark(struct flows *f, uint32_t pid, uint32_t tid, uint64_t t_ns,
 /* Messages not kept: past FLOWS_MAX_POINTS. */
 uint64_t flows__dropped(const struct flows *f);
 
+/* Messages kept whose marker slice was not written yet (nor dropped: too deep, hidden). */
+uint64_t flows__unbound(const struct flows *f);
+
 /* A message's marker slice opened at @start_ns was written starting at @ts_us. */
 void flows__bind(struct flows *f, uint32_t pid, uint32_t tid, uint64_t start_ns, uint64_t ts_us);
 

@@ -66,7 +66,8 @@ static int on_slice(void *ctx, const struct slice *s)
 	struct trace *trace = ctx;
 	int err = trace->pftrace ? pftrace__slice(trace, s) : json_writer__slice(trace, s);
 
-	if (trace->flows) {
+	/* Only while a message's marker is still to come: not a look at every slice. */
+	if (trace->flows && flows__unbound(trace->flows)) {
 		const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
 		uint64_t start_us = trace_to_us(trace, s->start_ns);
 

@@ -115,6 +115,7 @@ static void test_flows__partial_chains_and_unwritten_markers(void **state)
 	/* Task 2: only handed out and taken: 2 points, still a flow. */
 	mark(f, PARENT, 11, 400, false, true, 1, 2, true);
 	mark(f, WORKER_B, WORKER_B, 410, false, false, 1, 2, true);
+	assert_int_equal(flows__unbound(f), 1); /* only the worker's marker never written */
 	assert_int_equal(flows__join(f, collect, &c), 2);
 	assert_string_equal(c.text[0], "20:20@110 20:20@200 10:12@210");
 	assert_string_equal(c.text[1], "10:11@400 30:30@410");
