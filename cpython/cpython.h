@@ -71,6 +71,13 @@ struct cpython_layout {
 	 */
 	uint64_t frame_live;
 	enum cpython_live { CPYTHON_LIVE_NONE, CPYTHON_LIVE_EXECUTING, CPYTHON_LIVE_STATE } live;
+	/*
+	 * 3.11+: a generator's frame lies inside the generator object, whose frame state
+	 * (int8_t gi_frame_state, FRAME_EXECUTING 0 while it runs) is this many bytes before
+	 * the frame. A frame owned by a generator that is not running was read after it
+	 * yielded: its previous pointer is gone (NULL) or about to be. 0: not checked.
+	 */
+	uint64_t gen_frame_state_back;
 	uint64_t frame_size;	      /* bytes to read per frame */
 	bool code_tagged;	      /* 3.14: f_executable is a tagged stack reference */
 	unsigned owner_first_skipped; /* owners >= this are C-stack/interpreter shims */

@@ -102,6 +102,7 @@ static const struct cpython_layout layout_311 = {
 	.frame_instr = 56,
 	.frame_owner = 69,
 	.frame_is_entry = 68,
+	.gen_frame_state_back = 5,
 	.frame_localsplus = 72,
 	.function_code = 48,
 	.code_argcount = 56,
@@ -148,6 +149,7 @@ static const struct cpython_layout layout_312 = {
 	.frame_code = 0,
 	.frame_instr = 56,
 	.frame_owner = 70,
+	.gen_frame_state_back = 5,
 	.frame_localsplus = 72,
 	.function_code = 48,
 	.code_argcount = 52,
@@ -349,6 +351,7 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 	if (minor == 13) {
 		/* co_version right before co_localsplusnames, as in 3.12. */
 		l->code_version = l->code_varnames >= 4 ? l->code_varnames - 4 : 0;
+		l->gen_frame_state_back = 5; /* 3.14's is in _Py_DebugOffsets, not read yet */
 		l->names_supported = true;
 		l->managed = CPYTHON_MANAGED_313;
 		l->gil_cond = 32;

@@ -102,6 +102,26 @@ static bool frame_is_live(const struct cpython_layout *l, const uint8_t *buf)
 	}
 }
 
+/* What a frame's owner field says: its place inside a generator object (3.11+). */
+#define OWNED_BY_GENERATOR 1
+
+/*
+ * Whether the generator owning the frame at @frame was running when its page was read.
+ * Read from outside, a generator that yielded between the read of the thread's current
+ * frame and the read of the frame itself has no previous frame any more (CPython clears
+ * it at each yield): a stack of that one frame, which cut every slice under it (seen in
+ * every computing Pool worker summing a generator expression, 3.11-3.13).
+ */
+static bool generator_running(const struct cpython_layout *l, const struct cpython_mem *mem,
+			      uint64_t frame)
+{
+	int8_t state;
+
+	if (!l->gen_frame_state_back)
+		return true;
+	return !mem->read(mem->ctx, frame - l->gen_frame_state_back, &state, 1) && state == 0;
+}
+
 /*
  * One walk from @frame. Returns the frames read, -EAGAIN when the chain led into a frame
  * that is no longer running (the thread returned from it while we read: what we hold is
@@ -197,12 +217,15 @@ static void walk_args(const struct cpython_process *p, const struct cpython_mem 
  * The first @max frames (shims aside) of the chain from @frame into @frames; the chain's
  * depth in frames, up to CPYTHON_WALK_FRAMES, in @depth. Frames past @max are only
  * stepped over (one read each, from pages read already as a rule), their addresses
- * kept in @ring (frame k at ring[k % max]; NULL: not kept).
+ * kept in @ring (frame k at ring[k % max]; NULL: not kept). @generator_root: the chain
+ * ended at a generator's frame (see cpython_walk_args).
  */
 static int walk_chain(const struct cpython_process *p, const struct cpython_mem *mem,
 		      uint64_t frame, struct cpython_frame *frames, uint32_t max,
-		      struct cpython_args_out *args, uint64_t *ring, uint32_t *depth)
+		      struct cpython_args_out *args, uint64_t *ring, uint32_t *depth,
+		      bool *generator_root)
 {
+	uint8_t root_owner = 0; /* of the latest frame that was not a shim */
 	const struct cpython_layout *l = &p->layout;
 	const struct walk_reads r = walk_reads(l, args != NULL);
 	uint64_t mark = 0;
@@ -247,6 +270,9 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 			frame = previous;
 			continue;
 		}
+		if (owner == OWNED_BY_GENERATOR && !generator_running(l, mem, frame))
+			return -EAGAIN;
+		root_owner = owner;
 		if (ring)
 			ring[seen % max] = frame;
 		kept = seen++ < max;
@@ -283,6 +309,7 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 		frames[n - 1].entry = true;
 	/* A chain that goes on past the limit is deeper than could be read. */
 	*depth = frame ? CPYTHON_WALK_FRAMES + 1 : seen;
+	*generator_root = !frame && root_owner == OWNED_BY_GENERATOR;
 	return (int)n;
 }
 
@@ -300,21 +327,22 @@ int cpython_walk(struct cpython_process *p, const struct cpython_mem *mem, uint3
  */
 static int walk_once(struct cpython_process *p, const struct cpython_mem *mem, uint64_t first,
 		     struct cpython_frame *frames, uint32_t max, struct cpython_args_out *args,
-		     uint64_t ring[CPYTHON_MAX_FRAMES], struct cpython_cut *cut)
+		     uint64_t ring[CPYTHON_MAX_FRAMES], struct cpython_cut *cut,
+		     bool *generator_root)
 {
 	uint32_t depth, again, skip;
 	int n;
 
 	cut->frames = 0;
 	cut->rootless = false;
-	n = walk_chain(p, mem, first, frames, max, args, ring, &depth);
+	n = walk_chain(p, mem, first, frames, max, args, ring, &depth, generator_root);
 	if (n < (int)max || depth <= max)
 		return n;
 	cut->rootless = depth > CPYTHON_WALK_FRAMES;
 	skip = (cut->rootless ? CPYTHON_WALK_FRAMES : depth) - max;
 	if (args)
 		args->used = 0;
-	n = walk_chain(p, mem, ring[skip % max], frames, max, args, NULL, &again);
+	n = walk_chain(p, mem, ring[skip % max], frames, max, args, NULL, &again, generator_root);
 	if (n >= 0 && ((uint32_t)n != max || (!cut->rootless && again != max)))
 		return -EAGAIN;
 	cut->frames = skip;
@@ -346,15 +374,25 @@ int cpython_walk_args(struct cpython_process *p, const struct cpython_mem *mem, 
 		return -EFAULT;
 	if (!tstate)
 		return 0;
-	/* A running thread can return from frames while we read them: read again. */
+	/*
+	 * A running thread can return from frames while we read them: read again. A chain
+	 * that ends at a generator's frame was, as a rule, read as the generator yielded:
+	 * its caller (3.11) or the C-stack shim that resumed it (3.12+) was read after the
+	 * generator had left it. Python code at a thread's root is never a generator's
+	 * unless C code with no Python caller runs one: such a chain is kept at the last try.
+	 */
 	for (tries = 0; tries < CPYTHON_WALK_TRIES && n < 0; tries++) {
+		bool generator_root = false;
+
 		if (args)
 			args->used = 0;
 		/* Each try reads afresh: the pages of a chain that moved are of no use. */
 		cpython_pages_init(&pages, mem);
 		cpython_pages_prefetch(&pages, p->hot_pages, p->nhot);
 		n = walk_once(p, &paged, first_frame(l, &paged, tstate), frames, max, args, ring,
-			      cut);
+			      cut, &generator_root);
+		if (n > 0 && generator_root && tries + 1 < CPYTHON_WALK_TRIES)
+			n = -EAGAIN;
 	}
 	if (n >= 0)
 		p->nhot = cpython_pages_used(&pages, p->hot_pages, CPYTHON_HOT_PAGES);

@@ -37,6 +37,7 @@ static void print_layout(const struct cpython_layout *l)
 		P("iframe.previous", l->frame_previous);
 		P("iframe.instr", l->frame_instr);
 		P("iframe.owner", l->frame_owner);
+		P("gen.frame_state_back", l->gen_frame_state_back);
 		P("code.qualname", l->code_qualname);
 		P("code.code_adaptive", l->code_adaptive);
 	}

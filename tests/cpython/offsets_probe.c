@@ -46,6 +46,8 @@ int main(void)
 	P("iframe.previous", offsetof(_PyInterpreterFrame, previous));
 	P("iframe.instr", offsetof(_PyInterpreterFrame, instr_ptr));
 	P("iframe.owner", offsetof(_PyInterpreterFrame, owner));
+	P("gen.frame_state_back",
+	  offsetof(PyGenObject, gi_iframe) - offsetof(PyGenObject, gi_frame_state));
 	P("iframe.localsplus", offsetof(_PyInterpreterFrame, localsplus));
 	P("code.qualname", offsetof(PyCodeObject, co_qualname));
 	P("code.linetable", offsetof(PyCodeObject, co_linetable));
@@ -59,6 +61,8 @@ int main(void)
 	P("iframe.previous", offsetof(_PyInterpreterFrame, previous));
 	P("iframe.instr", offsetof(_PyInterpreterFrame, prev_instr));
 	P("iframe.owner", offsetof(_PyInterpreterFrame, owner));
+	P("gen.frame_state_back",
+	  offsetof(PyGenObject, gi_iframe) - offsetof(PyGenObject, gi_frame_state));
 	P("iframe.localsplus", offsetof(_PyInterpreterFrame, localsplus));
 	P("code.qualname", offsetof(PyCodeObject, co_qualname));
 	P("code.linetable", offsetof(PyCodeObject, co_linetable));
