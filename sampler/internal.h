@@ -369,13 +369,9 @@ void track_python(struct sampler *s, struct qrec *q);
 void find_gil(struct sampler *s, struct cpython_process *proc, uint64_t time);
 
 /* ---- waitstack.c: the stack a wait gets ---- */
-void keep_common_root(const struct sampler *s, struct py_stack *guess,
-		      const struct py_stack *after);
 void remember_py(struct task_state *t, const struct py_stack *ps);
 struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns);
 uint64_t period_ns(const struct sampler *s);
-bool guess_fits(struct sampler *s, const struct task_state *t, const struct py_stack *ps,
-		uint64_t at_ns);
 struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64_t end,
 				 uint32_t cpu);
 

@@ -8,6 +8,7 @@
 
 #include "../common/log.h"
 #include "procfs.h"
+#include "waitpolicy.h"
 
 /*
  * Remembers a stack walked in this drain (a copy: the original may be trimmed or freed
@@ -483,7 +484,8 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		 */
 		q->py->n = 0;
 		s->stats.late_walks++;
-	} else if (q->py && !q->py->kernel && q->py->read_ns - q->time > 2 * period_ns(s)) {
+	} else if (q->py && !q->py->kernel &&
+		   !policy_read_prompt(q->time, q->py->read_ns, period_ns(s))) {
 		/*
 		 * Read well after the sample (a busy machine, a deep stack): the thread may
 		 * have moved on. Kept whole as the thread's latest stack, for what it was

@@ -1,5 +1,6 @@
 /* Which Python stack a wait gets: read while it waited, else what held before and after. */
 #include "internal.h"
+#include "waitpolicy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -119,24 +120,42 @@ static bool same_task(const struct sampler *s, const struct py_stack *a, const s
 	return false;
 }
 
-/*
- * A wait too short to be read from outside lies between two stacks that are known: the
- * last one read before it and the first one read after it. What both share (from the
- * root: the same calls) held all along; keep only that.
- */
-void keep_common_root(const struct sampler *s, struct py_stack *guess, const struct py_stack *after)
+/* How many frames @a and @b share from the root: the same calls, one moment or another. */
+static uint32_t common_root(const struct sampler *s, const struct py_stack *a,
+			    const struct py_stack *b)
 {
 	uint32_t n = 0;
 
-	while (n < guess->n && n < after->n &&
-	       same_frame(s, guess, &guess->frames[guess->n - 1 - n],
-			  &after->frames[after->n - 1 - n], n + 1 == guess->n || n + 1 == after->n))
+	while (n < a->n && n < b->n &&
+	       same_frame(s, a, &a->frames[a->n - 1 - n], &b->frames[b->n - 1 - n],
+			  n + 1 == a->n || n + 1 == b->n))
 		n++;
-	if (n == guess->n)
+	return n;
+}
+
+/* Keeps @ps's @n root-most frames (frames are innermost first: drops the first ones). */
+static void keep_root(struct py_stack *ps, uint32_t n)
+{
+	if (n >= ps->n)
 		return;
-	/* Frames are innermost first: drop the first (innermost) ones. */
-	memmove(guess->frames, guess->frames + (guess->n - n), n * sizeof(guess->frames[0]));
-	guess->n = n;
+	memmove(ps->frames, ps->frames + (ps->n - n), n * sizeof(ps->frames[0]));
+	ps->n = n;
+}
+
+/* @ps as the policy sees it: known if read from the image the thread runs now. */
+static struct policy_read policy_read_of(const struct sampler *s, const struct task_state *t,
+					 const struct py_stack *ps)
+{
+	struct policy_read r = { 0 };
+
+	if (!ps)
+		return r;
+	r.known = ps->proc == hashmap__get(s->pythons, t->pid);
+	r.at_ns = ps->at_ns;
+	r.read_ns = ps->read_ns;
+	r.start_ns = ps->read_ns - ps->walk_ns;
+	r.n = ps->n;
+	return r;
 }
 
 /*
@@ -152,54 +171,23 @@ void remember_py(struct task_state *t, const struct py_stack *ps)
 	note_after_resume(t, ps);
 }
 
-/*
- * Whether a thread's latest known Python stack may stand for it at @at_ns: it must be
- * of the same interpreter image (not from before an exec) and read for a moment at
- * most 4 sampling periods earlier. The stack itself is never more than one period of
- * the thread's CPU time stale (samples fire on its CPU time), but the wait that
- * inherits it may be long: a wider window puts long preemptions after a function
- * returned under that function; a narrower one splits slices at short waits. Measured
- * on the pool test (tests/e2e/test_python_record.py), 4 periods does best.
- */
 uint64_t period_ns(const struct sampler *s)
 {
 	return 1000000000ULL / s->opts.frequency_hz;
 }
 
-static uint64_t guess_window(const struct sampler *s)
-{
-	return 4 * period_ns(s);
-}
-
-bool guess_fits(struct sampler *s, const struct task_state *t, const struct py_stack *ps,
-		uint64_t at_ns)
-{
-	return ps && at_ns >= ps->at_ns && at_ns - ps->at_ns <= guess_window(s) &&
-	       ps->proc == hashmap__get(s->pythons, t->pid);
-}
-
-/*
- * How far apart two reads of a thread's stack may lie for what both share to stand for
- * every moment between them: the wider, the likelier a call shown whole returned and
- * was made again (with the same arguments) in between. Reads this far apart come from
- * a drainer that fell behind (a busy machine, walks of very deep stacks).
- */
-static uint64_t bracket_window(const struct sampler *s)
-{
-	return 8 * period_ns(s) > 10000000 ? 8 * period_ns(s) : 10000000;
-}
-
 /*
  * The thread's Python stack as of @at_ns (a switch-out, a sample whose stack was not
- * read), when none was read for that moment: its latest known one if read by then. The
- * drainer reads a sample's stack when it gets to it, often after the switch-outs that
- * follow the sample, when the thread may have run on, past the wait: read then, it is an
- * "after", known to hold at @at_ns only where it agrees with a stack read before (the
- * one it replaced). Without one, nothing is known.
+ * read), when none was read for that moment, by policy_at_moment() from the reads
+ * around it. The drainer reads a sample's stack when it gets to it, often after the
+ * switch-outs that follow the sample, when the thread may have run on: read then, it is
+ * an "after" of @at_ns; the one it replaced is the "before".
  */
 struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns)
 {
 	const struct py_stack *before = t->last_py, *after = NULL;
+	struct policy_moment m = { .at_ns = at_ns, .period_ns = period_ns(s) };
+	struct policy_choice c;
 	struct py_stack *ps;
 	int k = 0;
 
@@ -208,21 +196,19 @@ struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_
 		after = before;
 		before = k < OLDER_READS ? t->older_py[k++] : NULL;
 	}
-	if (after) {
-		/* Read after: bracketed by a read before, or unknown. */
-		if (!before || before->proc != after->proc ||
-		    (after->read_ns - before->read_ns > bracket_window(s) &&
-		     !same_task(s, before, after)) ||
-		    after->proc != hashmap__get(s->pythons, t->pid) || !(ps = py_stack_copy(after)))
-			return NULL;
-		keep_common_root(s, ps, before);
-	} else if (!guess_fits(s, t, before, at_ns) || !(ps = py_stack_copy(before))) {
-		return NULL;
+	m.before = policy_read_of(s, t, before);
+	m.after = policy_read_of(s, t, after);
+	if (after && !m.after.known)
+		return NULL; /* read after, of another image: nothing is known */
+	if (m.before.known && m.after.known) {
+		m.shared = common_root(s, after, before);
+		m.same_task = same_task(s, before, after);
 	}
-	if (!ps->n) {
-		py_stack_free(ps);
+	c = policy_at_moment(&m);
+	if (c.source == POLICY_NONE ||
+	    !(ps = py_stack_copy(c.source == POLICY_SHARED ? after : before)))
 		return NULL;
-	}
+	keep_root(ps, c.keep);
 	return ps;
 }
 
@@ -231,8 +217,30 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 				 uint32_t cpu)
 {
 	struct sampler_rec *r = out_rec(s, SREC_OFF_CPU, t->pid, t->tid, cpu, t->out_time);
+	struct policy_wait w = { .start_ns = t->out_time,
+				 .end_ns = end,
+				 .period_ns = period_ns(s) };
+	struct policy_choice c;
 	struct sample_view v;
+	uint32_t which = 0;
 
+	/* Read at the switch by the kernel (outside_read_ns 0), or while it still waited. */
+	if (t->outside_py) {
+		w.during[0].known = true; /* its image: the one the thread waited in */
+		w.during[0].at_ns = w.during[0].start_ns = t->out_time;
+		w.during[0].read_ns = t->outside_read_ns;
+		w.during[0].n = t->outside_py->n;
+	}
+	w.start = policy_read_of(s, t, t->out_py);
+	w.start.known = t->out_py != NULL; /* qualified at the switch-out already */
+	if (t->out_py) {
+		const struct py_stack *after = after_of(t, end);
+
+		w.after = policy_read_of(s, t, after);
+		w.after.known = after != NULL;
+		if (after)
+			w.shared = common_root(s, t->out_py, after);
+	}
 	r->sample.end_ns = end;
 	r->sample.wait = t->wait;
 	r->sample.start_estimated = t->out_estimated;
@@ -253,27 +261,19 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 	t->outside_read_ns = 0;
 	r->sample.syscall = t->outside_syscall;
 	r->sample.syscall_arg = t->outside_syscall_arg;
-	/* Python frames: read while it waited (exact), else its latest known (a guess). */
-	if (t->outside_py) {
+	/* Python frames: read while it waited (exact), else a guess (policy_of_wait()). */
+	c = policy_of_wait(&w, &which);
+	if (c.source == POLICY_DURING) {
 		s->held_py = t->outside_py;
-		py_stack_free(t->out_py);
-	} else {
-		const struct py_stack *after = after_of(t, end);
-
+		t->outside_py = NULL;
+	} else if (c.source != POLICY_NONE) {
 		s->held_py = t->out_py;
-		if (s->held_py && after) {
-			/* Known before and after: what both share held throughout, sound. */
-			keep_common_root(s, s->held_py, after);
-		} else if (s->held_py && end - s->held_py->at_ns > guess_window(s)) {
-			/* Only the before is known: a guess, for a wait that ends soon enough. */
-			s->held_py->n = 0;
-		}
-		if (s->held_py && !s->held_py->n) {
-			py_stack_free(s->held_py);
-			s->held_py = NULL;
-		}
+		t->out_py = NULL;
+		keep_root(s->held_py, c.keep);
 	}
+	py_stack_free(t->outside_py);
 	t->outside_py = NULL;
+	py_stack_free(t->out_py);
 	t->out_py = NULL;
 	if (s->held_py) {
 		resolve_codes(s->held_py);

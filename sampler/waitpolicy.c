@@ -1,0 +1,76 @@
+/* Which Python stack a wait or an unread sample gets: one policy, pure, with its windows. */
+#include "waitpolicy.h"
+
+static uint64_t bracket_ns(uint64_t period_ns)
+{
+	uint64_t periods = POLICY_BRACKET_PERIODS * period_ns;
+
+	return periods > POLICY_BRACKET_MIN_NS ? periods : POLICY_BRACKET_MIN_NS;
+}
+
+/* A guess that keeps no frame is no guess; a read made during a wait stands as it is. */
+static struct policy_choice choose(enum policy_source source, uint32_t keep)
+{
+	struct policy_choice c = { keep || source == POLICY_DURING ? source : POLICY_NONE, keep };
+
+	return c;
+}
+
+/* Whether @r stands for a moment @at_ns at most POLICY_BEFORE_PERIODS after its own. */
+static bool recent(const struct policy_read *r, uint64_t at_ns, uint64_t period_ns)
+{
+	return r->known && at_ns >= r->at_ns &&
+	       at_ns - r->at_ns <= POLICY_BEFORE_PERIODS * period_ns;
+}
+
+/*
+ * Read after the moment: known to hold at it only where it agrees with a read before,
+ * close enough (or inside one task) that what both show was not left and entered again
+ * in between. Else the latest read before, if recent. Else nothing.
+ */
+struct policy_choice policy_at_moment(const struct policy_moment *m)
+{
+	if (m->after.known) {
+		if (!m->before.known ||
+		    (m->after.read_ns - m->before.read_ns > bracket_ns(m->period_ns) &&
+		     !m->same_task))
+			return choose(POLICY_NONE, 0);
+		return choose(POLICY_SHARED, m->shared);
+	}
+	if (recent(&m->before, m->at_ns, m->period_ns))
+		return choose(POLICY_BEFORE, m->before.n);
+	return choose(POLICY_NONE, 0);
+}
+
+/* Whether @r was read wholly while the thread waited from @start to @end. */
+static bool inside(const struct policy_read *r, uint64_t start, uint64_t end)
+{
+	return r->known && r->start_ns >= start && r->read_ns <= end;
+}
+
+/*
+ * A read made while it waited is its stack, exactly. Else the stack as of its start,
+ * cut to what it shares with the first read after (which held throughout), or alone
+ * when the wait ended soon enough after the read it came from. Else nothing.
+ */
+struct policy_choice policy_of_wait(const struct policy_wait *w, uint32_t *which)
+{
+	uint32_t k;
+
+	for (k = 0; k < sizeof(w->during) / sizeof(w->during[0]); k++) {
+		if (inside(&w->during[k], w->start_ns, w->end_ns)) {
+			*which = k;
+			return choose(POLICY_DURING, w->during[k].n);
+		}
+	}
+	if (w->start.known && w->after.known)
+		return choose(POLICY_SHARED, w->shared);
+	if (recent(&w->start, w->end_ns, w->period_ns))
+		return choose(POLICY_BEFORE, w->start.n);
+	return choose(POLICY_NONE, 0);
+}
+
+bool policy_read_prompt(uint64_t at_ns, uint64_t read_ns, uint64_t period_ns)
+{
+	return read_ns - at_ns <= POLICY_LATE_PERIODS * period_ns;
+}

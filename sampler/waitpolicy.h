@@ -1,0 +1,84 @@
+/* Which Python stack a wait or an unread sample gets: one policy, pure, with its windows. */
+#ifndef PYTRACE_SAMPLER_WAITPOLICY_H
+#define PYTRACE_SAMPLER_WAITPOLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/*
+ * The windows, in sampling periods. Samples fire on a thread's CPU time, so while it
+ * runs its latest stack read at a sample is never more than a period of that time stale;
+ * what the windows bound is how far a stack read at one moment may stand for another.
+ *
+ * POLICY_BEFORE_PERIODS: the latest stack read stands for a later moment (a switch-out,
+ * a wait) this soon after the sample it was read for. Wider put long preemptions after a
+ * function returned under that function; narrower split slices at short waits: 4 did
+ * best on the pool test (tests/e2e/test_python_record.py).
+ *
+ * POLICY_BRACKET_PERIODS, POLICY_BRACKET_MIN_NS: two reads around a moment this far
+ * apart (the wider of the two) share what held at it: the wider, the likelier a call
+ * shown whole returned and was made again in between. Reads further apart come from a
+ * drainer that fell behind (a busy machine, very deep stacks); inside one pool task
+ * (same_task) the gap does not matter.
+ *
+ * POLICY_LATE_PERIODS: a stack read this long after its sample no longer stands for the
+ * sample itself (the thread may have moved on); it is then a read after the sample.
+ */
+#define POLICY_BEFORE_PERIODS 4
+#define POLICY_BRACKET_PERIODS 8
+#define POLICY_BRACKET_MIN_NS 10000000ULL
+#define POLICY_LATE_PERIODS 2
+
+/* A read of the thread's Python stack, as the policy sees it. */
+struct policy_read {
+	bool known;	   /* there is one (of the interpreter the thread runs now) */
+	uint64_t at_ns;	   /* the moment it was read for: its sample, or the switch */
+	uint64_t start_ns; /* when reading it began */
+	uint64_t read_ns;  /* when reading it ended */
+	uint32_t n;	   /* its frames */
+};
+
+enum policy_source {
+	POLICY_NONE,   /* nothing known held: no Python frames */
+	POLICY_DURING, /* read while the thread waited (it could not move): exact */
+	POLICY_SHARED, /* what the reads before and after share held throughout */
+	POLICY_BEFORE, /* the read before, recent enough to stand for it: a guess */
+};
+
+struct policy_choice {
+	enum policy_source source;
+	uint32_t keep; /* frames kept, from the root; 0 with POLICY_NONE (or DURING: none) */
+};
+
+/* A moment whose stack was not read: a switch-out, a sample left unread. */
+struct policy_moment {
+	uint64_t at_ns, period_ns;
+	struct policy_read before; /* the latest read that ended by @at_ns */
+	struct policy_read after;  /* the first read that ended after it */
+	uint32_t shared;	   /* frames before and after share, from the root */
+	bool same_task;		   /* ... down to a pool worker loop running one task */
+};
+
+struct policy_choice policy_at_moment(const struct policy_moment *m);
+
+/* A wait, from its switch-out to its switch-in. */
+struct policy_wait {
+	uint64_t start_ns, end_ns, period_ns;
+	/*
+	 * Reads that may have been made while it waited: the kernel's at the switch, one
+	 * made from outside while the thread was still switched out, a sample's read late
+	 * enough to fall inside the wait. Each counts only if made wholly inside it.
+	 */
+	struct policy_read during[2];
+	struct policy_read start; /* the stack chosen for its start (policy_at_moment) */
+	struct policy_read after; /* the first read after the waits that ended with it */
+	uint32_t shared;	  /* frames start and after share, from the root */
+};
+
+/* The choice for @w; with POLICY_DURING, which of w->during (in *@which). */
+struct policy_choice policy_of_wait(const struct policy_wait *w, uint32_t *which);
+
+/* Whether a stack read at @read_ns stands for its sample at @at_ns. */
+bool policy_read_prompt(uint64_t at_ns, uint64_t read_ns, uint64_t period_ns);
+
+#endif
