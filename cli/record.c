@@ -114,22 +114,21 @@ static void keep_stack(struct session *s, uint32_t tid, uint64_t time_ns,
 
 /*
  * A wait whose stack could not be captured (unprivileged and too short to be read from
- * outside, or the copy failed) and whose Python frames are not exact (the kernel reads
- * them without a stack copy): the thread's last on-CPU stack is a fair guess of where
- * it waits, if that sample came just before (2 periods); otherwise nothing is better.
+ * outside, or the copy failed) and whose Python frames are the sampler's guess from the
+ * read before it (sampler/waitpolicy.c decided that it stands, and for how long): that
+ * read's sample as shown, with its native frames, which the wait has none of.
  */
 static int guess_wait_stack(struct session *s, const struct sampler_rec *r,
-			    struct trace_frame *frames, uint32_t max)
+			    struct trace_frame *frames, uint32_t max, int n)
 {
 	const struct last_stack *ls = hashmap__get(s->last_stacks, r->tid);
-	uint64_t recent = 2000000000ULL / s->opts->sampler.frequency_hz;
-	uint32_t n;
+	uint32_t k;
 
-	if (!ls || r->time_ns < ls->time_ns || r->time_ns - ls->time_ns > recent)
-		return 0;
-	n = ls->n < max ? ls->n : max;
-	memcpy(frames, ls->frames, n * sizeof(*frames));
-	return (int)n;
+	if (!ls || r->time_ns < ls->time_ns)
+		return n;
+	k = ls->n < max ? ls->n : max;
+	memcpy(frames, ls->frames, k * sizeof(*frames));
+	return (int)k;
 }
 
 static void observe(struct session *s, const struct sampler_rec *r)
@@ -151,8 +150,8 @@ static void observe(struct session *s, const struct sampler_rec *r)
 	if (r->kind == SREC_SAMPLE)
 		keep_stack(s, r->tid, r->time_ns, s->stack, (uint32_t)n);
 	else if (!r->sample.stack.valid && !r->sample.stack.nkernel &&
-		 !(r->sample.npy && r->sample.py_exact))
-		n = guess_wait_stack(s, r, s->stack, MAX_FRAMES - 1);
+		 r->sample.py_source == SAMPLER_PY_BEFORE)
+		n = guess_wait_stack(s, r, s->stack, MAX_FRAMES - 1, n);
 	/* A leaf marker: why it waited, or that it ran without the GIL. */
 	if (r->kind == SREC_OFF_CPU || r->sample.gil == SAMPLER_GIL_RELEASED) {
 		s->stack[n].func =

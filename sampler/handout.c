@@ -43,7 +43,7 @@ struct sampler_rec *out_rec(struct sampler *s, enum sampler_rec_kind kind, uint3
 static void out_python(struct sampler *s, struct py_stack *ps)
 {
 	resolve_codes(ps);
-	s->rec.sample.py_exact = ps->kernel;
+	s->rec.sample.py_source = ps->source;
 	s->rec.sample.gil = ps->gil;
 	s->rec.sample.python = ps->proc;
 	s->rec.sample.py_codes = ps->codes;
@@ -86,6 +86,17 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 		if (exact) {
 			py_stack_free(q->py);
 			q->py = exact;
+		}
+	}
+	t = task_get(s, v.pid, v.tid, false);
+	if (t && t->mended) {
+		/* Read late, but inside the wait that followed: it stands (waitstack.c). */
+		struct py_stack *mended = late_sample_mended(t, v.time);
+
+		if (mended) {
+			py_stack_free(q->py);
+			q->py = mended;
+			s->stats.late_reads_mended++;
 		}
 	}
 	out_rec(s, SREC_SAMPLE, v.pid, v.tid, v.cpu, v.time)->sample.stack = v.stack;

@@ -89,13 +89,24 @@ struct task_state {
 	struct py_stack *outside_py;
 	struct py_stack *last_py; /* of the latest sample followed: the drainer's view */
 	struct py_stack *older_py[OLDER_READS]; /* the ones before it, newest first */
-	struct py_stack *out_py;	 /* last_py as of the switch-out: a guess for short waits */
-	struct py_fifo kernel_outs;	 /* read by the kernel at switch-outs */
-	struct py_fifo kernel_samples;	 /* read by the kernel at samples perf also kept */
-	uint64_t chain_start;		 /* the first switch-in since the last stack read, or 0 */
-	uint64_t seen_ns;		 /* its latest sample or switch-in followed */
-	uint64_t kernel_sample_ns;	 /* its latest sample the kernel read (kept for perf's) */
-	bool sampled;			 /* a sample of it was followed */
+	struct py_stack *out_py;       /* last_py as of the switch-out: a guess for short waits */
+	struct py_fifo kernel_outs;    /* read by the kernel at switch-outs */
+	struct py_fifo kernel_samples; /* read by the kernel at samples perf also kept */
+	uint64_t chain_start;	       /* the first switch-in since the last stack read, or 0 */
+	uint64_t waited_ns;	       /* its waits followed so far, summed (by the drainer) */
+	uint64_t drain_out_ns;	       /* ... the one it is in, from here, or 0 */
+	uint64_t seen_ns;	       /* its latest sample or switch-in followed */
+	uint64_t kernel_sample_ns;     /* its latest sample the kernel read (kept for perf's) */
+	bool sampled;		       /* a sample of it was followed */
+	/*
+	 * A sample whose stack was read late, and that read (owned), until it is known
+	 * whether the read fell inside the wait the thread began next (late_out_ns); if
+	 * so, the read as the stack of the sample at mended_ns (see late_sample_read()).
+	 */
+	struct py_stack *late_read;
+	uint64_t late_sample_ns, late_out_ns;
+	struct py_stack *mended;
+	uint64_t mended_ns;
 	struct after_stack *afters;	 /* oldest first: kept until their waits go out */
 	struct after_stack *afters_last; /* the newest, where the next one goes */
 };
@@ -111,16 +122,25 @@ struct after_stack {
 struct py_stack {
 	struct cpython_process *proc; /* a reference */
 	uint64_t read_ns;
-	uint64_t walk_ns; /* read from outside: how long the walk took */
-	uint64_t at_ns;	  /* the record it was read for: a sample or a switch-out */
-	bool extended;	  /* at_ns moved to the end of the wait it was read in */
-	bool kernel;	  /* read by the kernel at a switch-out (copies are not) */
-	bool early;	  /* ... well before perf's record of that switch: at_ns is its time */
+	uint64_t walk_ns;   /* read from outside: how long the walk took */
+	uint64_t at_ns;	    /* the record it was read for: a sample or a switch-out */
+	uint64_t waited_ns; /* its thread's waits, summed, before at_ns (task_state.waited_ns) */
+	uint64_t ran_ns;    /* a guess (guess_at()): its thread's running time since the read */
+	bool extended;	    /* at_ns moved to the end of the wait it was read in */
+	bool kernel;	    /* read by the kernel at a switch-out (copies are not) */
+	bool early;	    /* ... well before perf's record of that switch: at_ns is its time */
 	bool exact;
-	uint64_t user_ip, user_sp; /* kernel samples: the user registers perf saw too */
-	int64_t syscall;	   /* kernel switch-outs: the system call it waits in, or -1 */
-	uint64_t syscall_arg;	   /* ... and its first argument */
-	enum sampler_gil gil;	   /* kernel readings: whether the thread held the GIL */
+	uint64_t user_ip, user_sp;     /* kernel samples: the user registers perf saw too */
+	int64_t syscall;	       /* kernel switch-outs: the system call it waits in, or -1 */
+	uint64_t syscall_arg;	       /* ... and its first argument */
+	enum sampler_gil gil;	       /* kernel readings: whether the thread held the GIL */
+	enum sampler_py_source source; /* read for its record, or a guess (guess_at()) */
+	/*
+	 * A switch-out's guess: the first read that ended after the switch, whole (owned).
+	 * Made from outside for an earlier sample, late, it may lie inside the wait: then
+	 * it is the wait's stack, exactly (see emit_off_cpu).
+	 */
+	struct py_stack *late;
 	uint32_t n;
 	struct cpython_code_entry **codes; /* resolved as the record goes out, under the lock */
 	struct cpython_frame frames[];
@@ -370,10 +390,16 @@ void find_gil(struct sampler *s, struct cpython_process *proc, uint64_t time);
 
 /* ---- waitstack.c: the stack a wait gets ---- */
 void remember_py(struct task_state *t, const struct py_stack *ps);
-struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns);
+struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns,
+			  bool keep_late);
 uint64_t period_ns(const struct sampler *s);
 struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64_t end,
 				 uint32_t cpu);
+void late_sample_read(struct task_state *t, uint64_t sample_ns, struct py_stack *ps);
+void late_sample_forget(struct task_state *t);
+void late_sample_out(struct task_state *t, uint64_t out_ns);
+void late_sample_in(struct sampler *s, struct task_state *t, uint64_t in_ns);
+struct py_stack *late_sample_mended(struct task_state *t, uint64_t sample_ns);
 
 /* ---- offcpu.c: switch pairing, waits read from outside ---- */
 void track_switch(struct sampler *s, const struct qrec *q);

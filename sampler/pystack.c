@@ -8,6 +8,7 @@ void py_stack_free(struct py_stack *ps)
 {
 	if (!ps)
 		return;
+	py_stack_free(ps->late);
 	cpython_process__put(ps->proc);
 	free(ps->codes);
 	free(ps);
@@ -106,6 +107,7 @@ struct py_stack *py_stack_copy(const struct py_stack *src)
 		return NULL;
 	memcpy(ps, src, sizeof(*ps)); /* the same process: the reference taken stands */
 	ps->codes = NULL;
+	ps->late = NULL;
 	ps->kernel = false; /* a copy stands for another moment: a guess */
 	ps->gil = SAMPLER_GIL_UNKNOWN;
 	return ps;

@@ -372,6 +372,12 @@ static void track_switch_in(struct sampler *s, struct qrec *q)
 	if (t && !t->chain_start)
 		t->chain_start = q->time;
 	if (t)
+		late_sample_in(s, t, q->time);
+	if (t && t->drain_out_ns && q->time >= t->drain_out_ns)
+		t->waited_ns += q->time - t->drain_out_ns;
+	if (t)
+		t->drain_out_ns = 0;
+	if (t)
 		t->seen_ns = q->time;
 }
 
@@ -403,6 +409,10 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 	proc = hashmap__get(s->pythons, ids[0]);
 	find_gil(s, proc, q->time);
 	t = proc ? hashmap__get(s->tasks, ids[1]) : NULL;
+	if (t) {
+		late_sample_out(t, q->time);
+		t->drain_out_ns = q->time;
+	}
 	q->py = t ? take_kernel_out(s, t, q->time) : NULL;
 	if (t && !q->py && s->bpf) {
 		s->stats.kernel_switch_misses++;
@@ -412,11 +422,10 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 			 t->kernel_outs.count ? t->kernel_outs.items[t->kernel_outs.head]->at_ns
 					      : 0);
 	}
-	if (q->py) {
+	if (q->py)
 		remember_py(t, q->py);
-	} else if (t) {
-		q->py = guess_at(s, t, q->time);
-	}
+	else if (t)
+		q->py = guess_at(s, t, q->time, true);
 }
 
 /*
@@ -473,6 +482,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	if (!t)
 		return;
 	t->seen_ns = q->time;
+	late_sample_forget(t);
 	if (q->py && !q->py->kernel && !t->sampled && !t->last_py && s->kernel_samples) {
 		/*
 		 * A new thread's first sample that the kernel left to us: it found no Python
@@ -494,7 +504,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		 * nothing is known to have held: no Python frames rather than later ones.
 		 */
 		remember_py(t, q->py);
-		py_stack_free(q->py);
+		late_sample_read(t, q->time, q->py);
 		q->py = NULL;
 		s->stats.late_walks++;
 	}
@@ -507,7 +517,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		remember_py(t, q->py);
 	} else {
 		/* Not read (gone by the time we looked, or left to the kernel): its latest. */
-		q->py = guess_at(s, t, q->time);
+		q->py = guess_at(s, t, q->time, false);
 	}
 }
 

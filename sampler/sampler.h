@@ -83,6 +83,16 @@ enum sampler_wait {
 	SAMPLER_WAIT_PREEMPTED, /* switched out while runnable: CPU contention */
 };
 
+/*
+ * Where a record's Python frames come from. A guess is sampler/waitpolicy.c's, from the
+ * thread's reads around the record.
+ */
+enum sampler_py_source {
+	SAMPLER_PY_READ,   /* read for it: at its sample, at its switch, or while it waited */
+	SAMPLER_PY_SHARED, /* what the reads before and after it share (held throughout) */
+	SAMPLER_PY_BEFORE, /* the latest read before it, recent enough to stand for it */
+};
+
 /* Whether a Python thread held its interpreter's GIL, sampled or waiting (eBPF reads it). */
 enum sampler_gil {
 	SAMPLER_GIL_UNKNOWN,
@@ -142,7 +152,7 @@ struct sampler_rec {
 			 * valid until sampler__free().
 			 */
 			const struct arg_store *py_args;
-			bool py_exact;	      /* read while the thread could not move */
+			enum sampler_py_source py_source; /* read for it, or a guess */
 			enum sampler_gil gil; /* as sampled, or as it switched out to wait */
 		} sample;
 		struct {
@@ -175,6 +185,8 @@ struct sampler_stats {
 	uint64_t python_walks;		/* Python stacks read */
 	uint64_t pool_messages;		/* process pools' tasks and results written or read */
 	uint64_t stale_captures;	/* waits read from outside too late, discarded */
+	uint64_t late_reads_in_waits;	/* waits given a sample's read that fell inside them */
+	uint64_t late_reads_mended;	/* late reads that stand for their samples after all */
 	uint64_t sample_walks;		/* samples whose stack was read from outside */
 	uint64_t prompt_walks;		/* ... within one sampling period of the sample */
 	uint64_t late_walks;		/* ... over two periods after it: cut to what held */

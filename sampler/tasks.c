@@ -41,6 +41,8 @@ void task_free(struct task_state *t)
 	for (i = 0; i < OLDER_READS; i++)
 		py_stack_free(t->older_py[i]);
 	py_stack_free(t->out_py);
+	py_stack_free(t->late_read);
+	py_stack_free(t->mended);
 	py_fifo_clear(&t->kernel_outs);
 	py_fifo_clear(&t->kernel_samples);
 	while (t->afters) {

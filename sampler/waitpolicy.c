@@ -11,16 +11,19 @@ static uint64_t bracket_ns(uint64_t period_ns)
 /* A guess that keeps no frame is no guess; a read made during a wait stands as it is. */
 static struct policy_choice choose(enum policy_source source, uint32_t keep)
 {
-	struct policy_choice c = { keep || source == POLICY_DURING ? source : POLICY_NONE, keep };
+	struct policy_choice c = { keep || source == POLICY_DURING ? source : POLICY_NONE, keep,
+				   0 };
 
 	return c;
 }
 
-/* Whether @r stands for a moment @at_ns at most POLICY_BEFORE_PERIODS after its own. */
-static bool recent(const struct policy_read *r, uint64_t at_ns, uint64_t period_ns)
+/* How long the thread ran from @r's moment to @at_ns, after which it had waited @waited_ns. */
+static uint64_t ran_since(const struct policy_read *r, uint64_t at_ns, uint64_t waited_ns)
 {
-	return r->known && at_ns >= r->at_ns &&
-	       at_ns - r->at_ns <= POLICY_BEFORE_PERIODS * period_ns;
+	uint64_t span = at_ns - r->at_ns;
+	uint64_t waits = waited_ns > r->waited_ns ? waited_ns - r->waited_ns : 0;
+
+	return waits < span ? span - waits : 0;
 }
 
 /*
@@ -30,22 +33,29 @@ static bool recent(const struct policy_read *r, uint64_t at_ns, uint64_t period_
  */
 struct policy_choice policy_at_moment(const struct policy_moment *m)
 {
+	struct policy_choice c;
+
 	if (m->after.known) {
 		if (!m->before.known ||
 		    (m->after.read_ns - m->before.read_ns > bracket_ns(m->period_ns) &&
 		     !m->same_task))
 			return choose(POLICY_NONE, 0);
-		return choose(POLICY_SHARED, m->shared);
+		c = choose(POLICY_SHARED, m->shared);
+		/* As of the read after's own sample (a read for an earlier one, made late). */
+		c.ran_ns = m->at_ns >= m->after.at_ns ? ran_since(&m->after, m->at_ns, m->waited_ns)
+						      : 0;
+		return c;
 	}
-	if (recent(&m->before, m->at_ns, m->period_ns))
-		return choose(POLICY_BEFORE, m->before.n);
-	return choose(POLICY_NONE, 0);
+	if (!m->before.known || m->at_ns < m->before.at_ns)
+		return choose(POLICY_NONE, 0);
+	c = choose(POLICY_BEFORE, m->before.n);
+	c.ran_ns = ran_since(&m->before, m->at_ns, m->waited_ns);
+	return c.ran_ns <= POLICY_BEFORE_PERIODS * m->period_ns ? c : choose(POLICY_NONE, 0);
 }
 
-/* Whether @r was read wholly while the thread waited from @start to @end. */
-static bool inside(const struct policy_read *r, uint64_t start, uint64_t end)
+bool policy_read_inside(const struct policy_read *r, uint64_t start_ns, uint64_t end_ns)
 {
-	return r->known && r->start_ns >= start && r->read_ns <= end;
+	return r->known && r->start_ns >= start_ns && r->read_ns <= end_ns;
 }
 
 /*
@@ -58,14 +68,15 @@ struct policy_choice policy_of_wait(const struct policy_wait *w, uint32_t *which
 	uint32_t k;
 
 	for (k = 0; k < sizeof(w->during) / sizeof(w->during[0]); k++) {
-		if (inside(&w->during[k], w->start_ns, w->end_ns)) {
+		if (policy_read_inside(&w->during[k], w->start_ns, w->end_ns)) {
 			*which = k;
 			return choose(POLICY_DURING, w->during[k].n);
 		}
 	}
 	if (w->start.known && w->after.known)
 		return choose(POLICY_SHARED, w->shared);
-	if (recent(&w->start, w->end_ns, w->period_ns))
+	if (w->start.known && w->end_ns >= w->start_ns &&
+	    w->start.ran_ns + (w->end_ns - w->start_ns) <= POLICY_BEFORE_PERIODS * w->period_ns)
 		return choose(POLICY_BEFORE, w->start.n);
 	return choose(POLICY_NONE, 0);
 }

@@ -10,10 +10,14 @@
  * runs its latest stack read at a sample is never more than a period of that time stale;
  * what the windows bound is how far a stack read at one moment may stand for another.
  *
- * POLICY_BEFORE_PERIODS: the latest stack read stands for a later moment (a switch-out,
- * a wait) this soon after the sample it was read for. Wider put long preemptions after a
- * function returned under that function; narrower split slices at short waits: 4 did
- * best on the pool test (tests/e2e/test_python_record.py).
+ * POLICY_BEFORE_PERIODS: the latest stack read stands for a later moment (a switch-out)
+ * when the thread ran at most this long since the sample it was read for (its running
+ * time: its waits in between do not count, as it could not change its stack in them),
+ * and for a wait when that and the wait's own length together are at most this long.
+ * Wider put long preemptions after a function returned under that function; narrower
+ * split slices at short waits: 4 did best on the pool test
+ * (tests/e2e/test_python_record.py). Counted in wall time, a worker preempted for 8 ms,
+ * that ran 0.3 ms and was preempted again, lost its stack at the second preemption.
  *
  * POLICY_BRACKET_PERIODS, POLICY_BRACKET_MIN_NS: two reads around a moment this far
  * apart (the wider of the two) share what held at it: the wider, the likelier a call
@@ -31,11 +35,13 @@
 
 /* A read of the thread's Python stack, as the policy sees it. */
 struct policy_read {
-	bool known;	   /* there is one (of the interpreter the thread runs now) */
-	uint64_t at_ns;	   /* the moment it was read for: its sample, or the switch */
-	uint64_t start_ns; /* when reading it began */
-	uint64_t read_ns;  /* when reading it ended */
-	uint32_t n;	   /* its frames */
+	bool known;	    /* there is one (of the interpreter the thread runs now) */
+	uint64_t at_ns;	    /* the moment it was read for: its sample, or the switch */
+	uint64_t start_ns;  /* when reading it began */
+	uint64_t read_ns;   /* when reading it ended */
+	uint64_t waited_ns; /* the thread's waits, summed, before at_ns */
+	uint64_t ran_ns;    /* a guess: the thread's running time from its read to its moment */
+	uint32_t n;	    /* its frames */
 };
 
 enum policy_source {
@@ -47,12 +53,14 @@ enum policy_source {
 
 struct policy_choice {
 	enum policy_source source;
-	uint32_t keep; /* frames kept, from the root; 0 with POLICY_NONE (or DURING: none) */
+	uint32_t keep;	 /* frames kept, from the root; 0 with POLICY_NONE (or DURING: none) */
+	uint64_t ran_ns; /* a guess: the thread's running time from the read it came from */
 };
 
 /* A moment whose stack was not read: a switch-out, a sample left unread. */
 struct policy_moment {
 	uint64_t at_ns, period_ns;
+	uint64_t waited_ns;	   /* the thread's waits, summed, before @at_ns */
 	struct policy_read before; /* the latest read that ended by @at_ns */
 	struct policy_read after;  /* the first read that ended after it */
 	uint32_t shared;	   /* frames before and after share, from the root */
@@ -70,7 +78,8 @@ struct policy_wait {
 	 * enough to fall inside the wait. Each counts only if made wholly inside it.
 	 */
 	struct policy_read during[2];
-	struct policy_read start; /* the stack chosen for its start (policy_at_moment) */
+	struct policy_read
+		start; /* the stack chosen for its start (policy_at_moment), ran_ns set */
 	struct policy_read after; /* the first read after the waits that ended with it */
 	uint32_t shared;	  /* frames start and after share, from the root */
 };
@@ -78,7 +87,15 @@ struct policy_wait {
 /* The choice for @w; with POLICY_DURING, which of w->during (in *@which). */
 struct policy_choice policy_of_wait(const struct policy_wait *w, uint32_t *which);
 
-/* Whether a stack read at @read_ns stands for its sample at @at_ns. */
+/* Whether @r was read wholly while the thread waited, from @start_ns to @end_ns. */
+bool policy_read_inside(const struct policy_read *r, uint64_t start_ns, uint64_t end_ns);
+
+/*
+ * Whether a stack read at @read_ns stands for its sample at @at_ns: read within
+ * POLICY_LATE_PERIODS of it. A later read stands for it too when made wholly inside the
+ * wait the thread began next, with no other sample between (policy_read_inside()): the
+ * thread had run for less than a period of its CPU time since the sample.
+ */
 bool policy_read_prompt(uint64_t at_ns, uint64_t read_ns, uint64_t period_ns);
 
 #endif

@@ -154,6 +154,8 @@ static struct policy_read policy_read_of(const struct sampler *s, const struct t
 	r.at_ns = ps->at_ns;
 	r.read_ns = ps->read_ns;
 	r.start_ns = ps->read_ns - ps->walk_ns;
+	r.waited_ns = ps->waited_ns;
+	r.ran_ns = ps->ran_ns;
 	r.n = ps->n;
 	return r;
 }
@@ -168,12 +170,37 @@ void remember_py(struct task_state *t, const struct py_stack *ps)
 	memmove(t->older_py + 1, t->older_py, (OLDER_READS - 1) * sizeof(t->older_py[0]));
 	t->older_py[0] = t->last_py;
 	t->last_py = py_stack_copy(ps);
+	if (t->last_py)
+		t->last_py->waited_ns = t->waited_ns;
 	note_after_resume(t, ps);
 }
 
 uint64_t period_ns(const struct sampler *s)
 {
 	return 1000000000ULL / s->opts.frequency_hz;
+}
+
+static struct py_stack *guess_moment(struct sampler *s, struct policy_moment *m,
+				     const struct py_stack *before, const struct py_stack *after);
+
+/*
+ * A switch-out's guess, with the read after it kept whole beside it (py_stack.late):
+ * with nothing known at the switch, an empty stack carries it.
+ */
+static struct py_stack *guess_keeping_late(struct sampler *s, struct policy_moment *m,
+					   const struct py_stack *before,
+					   const struct py_stack *after)
+{
+	struct py_stack *ps = guess_moment(s, m, before, after);
+	struct py_stack *late = py_stack_copy(after);
+
+	if (!ps && late)
+		ps = py_stack_new(after->proc, 0, after->frames);
+	if (ps)
+		ps->late = late;
+	else
+		py_stack_free(late);
+	return ps;
 }
 
 /*
@@ -183,12 +210,13 @@ uint64_t period_ns(const struct sampler *s)
  * switch-outs that follow the sample, when the thread may have run on: read then, it is
  * an "after" of @at_ns; the one it replaced is the "before".
  */
-struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns)
+struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns,
+			  bool keep_late)
 {
 	const struct py_stack *before = t->last_py, *after = NULL;
-	struct policy_moment m = { .at_ns = at_ns, .period_ns = period_ns(s) };
-	struct policy_choice c;
-	struct py_stack *ps;
+	struct policy_moment m = { .at_ns = at_ns,
+				   .period_ns = period_ns(s),
+				   .waited_ns = t->waited_ns };
 	int k = 0;
 
 	/* The reads newest first: the latest by @at_ns, and the first after it. */
@@ -200,15 +228,29 @@ struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_
 	m.after = policy_read_of(s, t, after);
 	if (after && !m.after.known)
 		return NULL; /* read after, of another image: nothing is known */
-	if (m.before.known && m.after.known) {
-		m.shared = common_root(s, after, before);
-		m.same_task = same_task(s, before, after);
+	if (after && keep_late)
+		return guess_keeping_late(s, &m, before, after);
+	return guess_moment(s, &m, before, after);
+}
+
+/* The copy policy_at_moment() chooses for @m, cut to what it keeps; NULL: none. */
+static struct py_stack *guess_moment(struct sampler *s, struct policy_moment *m,
+				     const struct py_stack *before, const struct py_stack *after)
+{
+	struct policy_choice c;
+	struct py_stack *ps;
+
+	if (before && after && m->before.known && m->after.known) {
+		m->shared = common_root(s, after, before);
+		m->same_task = same_task(s, before, after);
 	}
-	c = policy_at_moment(&m);
+	c = policy_at_moment(m);
 	if (c.source == POLICY_NONE ||
 	    !(ps = py_stack_copy(c.source == POLICY_SHARED ? after : before)))
 		return NULL;
 	keep_root(ps, c.keep);
+	ps->source = c.source == POLICY_SHARED ? SAMPLER_PY_SHARED : SAMPLER_PY_BEFORE;
+	ps->ran_ns = c.ran_ns;
 	return ps;
 }
 
@@ -231,6 +273,8 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 		w.during[0].read_ns = t->outside_read_ns;
 		w.during[0].n = t->outside_py->n;
 	}
+	if (t->out_py && t->out_py->late)
+		w.during[1] = policy_read_of(s, t, t->out_py->late);
 	w.start = policy_read_of(s, t, t->out_py);
 	w.start.known = t->out_py != NULL; /* qualified at the switch-out already */
 	if (t->out_py) {
@@ -263,7 +307,12 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 	r->sample.syscall_arg = t->outside_syscall_arg;
 	/* Python frames: read while it waited (exact), else a guess (policy_of_wait()). */
 	c = policy_of_wait(&w, &which);
-	if (c.source == POLICY_DURING) {
+	if (c.source == POLICY_DURING && which == 1) {
+		/* A sample's read, made late enough to fall inside this wait. */
+		s->held_py = t->out_py->late;
+		t->out_py->late = NULL;
+		s->stats.late_reads_in_waits++;
+	} else if (c.source == POLICY_DURING) {
 		s->held_py = t->outside_py;
 		t->outside_py = NULL;
 	} else if (c.source != POLICY_NONE) {
@@ -282,7 +331,9 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 		r->sample.py_frames = s->held_py->frames;
 		r->sample.npy = s->held_py->n;
 		r->sample.py_args = s->args;
-		r->sample.py_exact = s->held_py->exact;
+		r->sample.py_source = c.source == POLICY_SHARED	  ? SAMPLER_PY_SHARED
+				      : c.source == POLICY_BEFORE ? SAMPLER_PY_BEFORE
+								  : SAMPLER_PY_READ;
 		r->sample.gil = s->held_py->gil; /* the kernel's, at the switch (copies: unknown) */
 	}
 	if (t->out_sample &&
@@ -307,4 +358,62 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 	t->out = false;
 	s->stats.off_cpu_spans++;
 	return r;
+}
+
+/*
+ * A sample's stack read late (policy_read_prompt() false): @ps (taken) is kept until the
+ * thread's next wait ends, to see whether it was read inside that wait.
+ */
+void late_sample_read(struct task_state *t, uint64_t sample_ns, struct py_stack *ps)
+{
+	py_stack_free(t->late_read);
+	t->late_read = ps;
+	t->late_sample_ns = sample_ns;
+	t->late_out_ns = 0;
+}
+
+/* Another sample of the thread: the one read late is no longer its latest. */
+void late_sample_forget(struct task_state *t)
+{
+	py_stack_free(t->late_read);
+	t->late_read = NULL;
+	t->late_out_ns = 0;
+}
+
+/* A switch-out: the wait a late read may lie in begins. */
+void late_sample_out(struct task_state *t, uint64_t out_ns)
+{
+	if (t->late_read && !t->late_out_ns && out_ns >= t->late_sample_ns)
+		t->late_out_ns = out_ns;
+}
+
+/*
+ * A switch-in: if the late read was made wholly inside the wait that ends, it is the
+ * sample's stack after all; the sample takes it as it goes out (late_sample_mended()),
+ * unless it went out already (a wait longer than the records are held back).
+ */
+void late_sample_in(struct sampler *s, struct task_state *t, uint64_t in_ns)
+{
+	struct policy_read r = policy_read_of(s, t, t->late_read);
+
+	if (!t->late_read || !t->late_out_ns)
+		return;
+	if (policy_read_inside(&r, t->late_out_ns, in_ns)) {
+		py_stack_free(t->mended);
+		t->mended = t->late_read;
+		t->mended_ns = t->late_sample_ns;
+		t->late_read = NULL;
+	}
+	late_sample_forget(t);
+}
+
+/* The stack read late for @t's sample at @sample_ns, if it stands for it after all. */
+struct py_stack *late_sample_mended(struct task_state *t, uint64_t sample_ns)
+{
+	struct py_stack *ps = t->mended;
+
+	if (!ps || t->mended_ns != sample_ns)
+		return NULL;
+	t->mended = NULL;
+	return ps;
 }

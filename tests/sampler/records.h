@@ -42,6 +42,16 @@ static inline struct qrec *test_task_qrec(uint32_t type, uint32_t pid, uint32_t 
 	return test_qrec(&r, sizeof(r), time);
 }
 
+/* A sampler at 1 kHz (perf backend, 8 KiB stack copies) with nothing opened; NULL: no memory. */
+static inline struct sampler *test_sampler(void)
+{
+	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
+				     .frequency_hz = 1000,
+				     .stack_bytes = 8192 };
+
+	return sampler__new(&opts);
+}
+
 /*
  * A process running CPython at @pid, with nothing to read in it (its GIL taken as
  * known), as @s knows it: freed with @s. NULL when out of memory.

@@ -77,10 +77,7 @@ static const struct pytrace_raw_frame *queued_frames(struct sampler *s, uint32_t
 /* A sampler with a Python process of 3.12's layout at PID whose memory reads nothing. */
 static struct sampler *new_sampler(struct cpython_process **proc)
 {
-	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
-				     .frequency_hz = 1000,
-				     .stack_bytes = 8192 };
-	struct sampler *s = sampler__new(&opts);
+	struct sampler *s = test_sampler();
 
 	assert_non_null(s);
 	*proc = cpython_process__new_mem(PID, 0x1000, 12, NULL);

@@ -234,6 +234,54 @@ static void test_offcpu__kernel_saw_the_switch_first(void **state)
 	assert_int_equal(st.kernel_switches_early, 1);
 }
 
+/*
+ * A sample's stack read late, 0.6 ms after a switch-out that followed the sample, while
+ * the thread still waited: the thread could not move, so that read is the wait's stack,
+ * whole (before, the wait got only what it shared with the read before the sample).
+ * Had the thread run again before the read ended, the read would be a later moment's.
+ */
+static void test_offcpu__late_read_inside_the_wait(void **state)
+{
+	struct sampler *s = *state;
+	struct cpython_process *proc = test_python_process(s, PID);
+	struct task_state *t = task_get(s, PID, TID, true);
+	const struct sampler_rec *r;
+	struct sampler_stats st;
+	int inside;
+
+	assert_non_null(proc);
+	assert_non_null(t);
+	for (inside = 1; inside >= 0; inside--) {
+		uint64_t base = (1 - inside) * 10000000ULL;
+		/* Read for a sample at 1 ms in time; for one at 1.9 ms at 2.6-2.65 ms. */
+		struct py_stack *before =
+			test_py_stack(proc, 3, 0x5111, base + 1000000, base + 1100000);
+		struct py_stack *late =
+			test_py_stack(proc, 3, 0x7222, base + 1900000, base + 2650000);
+
+		assert_non_null(before);
+		assert_non_null(late);
+		late->walk_ns = 50000;
+		remember_py(t, before);
+		remember_py(t, late);
+		py_stack_free(before);
+		py_stack_free(late);
+		follow(s,
+		       switch_rec(PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
+				  TID, base + 2000000));
+		follow(s, switch_rec(0, TID, base + (inside ? 3000000 : 2620000)));
+		r = sampler__next(s);
+		assert_non_null(r);
+		assert_int_equal(r->kind, SREC_OFF_CPU);
+		/* Else what the two reads share, from the switch-out on (no read after it). */
+		assert_int_equal(r->sample.npy, inside ? 3 : 2);
+		assert_int_equal(r->sample.py_frames[0].code, inside ? 0x7222 : 0x1001);
+		assert_int_equal(r->sample.py_source, inside ? SAMPLER_PY_READ : SAMPLER_PY_BEFORE);
+	}
+	sampler__stats(s, &st);
+	assert_int_equal(st.late_reads_in_waits, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -246,6 +294,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_offcpu__stop_closes_waits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_offcpu__switch_notes_survive_a_drain, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_offcpu__late_read_inside_the_wait, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_offcpu__kernel_saw_the_switch_first, setup,
 						teardown),

@@ -42,10 +42,7 @@ static struct py_stack *walked_stack(uint32_t n)
  */
 static void test_python__fresh_stack_survives_failed_growth(void **state)
 {
-	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
-				     .frequency_hz = 1000,
-				     .stack_bytes = 8192 };
-	struct sampler *s = sampler__new(&opts);
+	struct sampler *s = test_sampler();
 	struct py_stack *ps = walked_stack(3);
 
 	(void)state;
@@ -61,6 +58,19 @@ static void test_python__fresh_stack_survives_failed_growth(void **state)
 	sampler__free(s);
 }
 
+/* A sampler at 1 kHz knowing one Python process with one thread (pids that can't exist). */
+static struct sampler *one_thread(struct cpython_process **proc, struct task_state **t)
+{
+	struct sampler *s = test_sampler();
+
+	assert_non_null(s);
+	*proc = test_python_process(s, 4194400);
+	assert_non_null(*proc);
+	*t = task_get(s, 4194400, 4194401, true);
+	assert_non_null(*t);
+	return s;
+}
+
 /*
  * guess_at(@at) is @n frames, @innermost the innermost's code, read at @read_ns (0: any
  * time).
@@ -68,7 +78,7 @@ static void test_python__fresh_stack_survives_failed_growth(void **state)
 static void assert_guess(struct sampler *s, const struct task_state *t, uint64_t at, uint32_t n,
 			 uint64_t innermost, uint64_t read_ns)
 {
-	struct py_stack *g = guess_at(s, t, at);
+	struct py_stack *g = guess_at(s, t, at, false);
 
 	assert_non_null(g);
 	assert_int_equal(g->n, n);
@@ -87,20 +97,12 @@ static void assert_guess(struct sampler *s, const struct task_state *t, uint64_t
  */
 static void test_python__guess_read_after_the_switch(void **state)
 {
-	struct sampler_opts opts = { .backend = SAMPLER_BACKEND_PERF,
-				     .frequency_hz = 1000,
-				     .stack_bytes = 8192 };
-	struct sampler *s = sampler__new(&opts);
 	struct cpython_process *proc;
 	struct task_state *t;
+	struct sampler *s = one_thread(&proc, &t);
 	struct py_stack *ps;
 
 	(void)state;
-	assert_non_null(s);
-	proc = test_python_process(s, 4194400);
-	assert_non_null(proc);
-	t = task_get(s, 4194400, 4194401, true);
-	assert_non_null(t);
 	/* Read in time: the spin loop's stack, read 0.1 ms after its sample. */
 	ps = test_py_stack(proc, 3, 0x5111, 1000000, 1100000);
 	assert_non_null(ps);
@@ -124,14 +126,14 @@ static void test_python__guess_read_after_the_switch(void **state)
 	py_stack_free(ps);
 	assert_guess(s, t, 2550000, 2, 0x1001, 2600000);
 	/* Only the one-sided guess's window after the latest read: nothing known past it. */
-	assert_null(guess_at(s, t, 2500000 + 4000001));
+	assert_null(guess_at(s, t, 2500000 + 4000001, false));
 	/* Reads more than 10 ms apart bracket nothing (a call could have been made again). */
 	ps = test_py_stack(proc, 3, 0x7222, 20000000, 20500000);
 	remember_py(t, ps);
 	py_stack_free(ps);
-	assert_null(guess_at(s, t, 15000000));
+	assert_null(guess_at(s, t, 15000000, false));
 	/* Before every read kept (the one at 1.1 ms is the oldest): nothing known. */
-	assert_null(guess_at(s, t, 1050000));
+	assert_null(guess_at(s, t, 1050000, false));
 	sampler__free(s);
 }
 
@@ -201,7 +203,7 @@ static void test_python__bracket_across_a_loop_found(void **state)
 	(void)state;
 	remember_read(t, proc, 1000000, 1100000, unknown);
 	remember_read(t, proc, 2000000, 2600000, task1);
-	g = guess_at(s, t, 2000000);
+	g = guess_at(s, t, 2000000, false);
 	assert_non_null(g);
 	assert_int_equal(g->n, 3);
 	assert_int_equal(g->frames[1].args, task1);
@@ -236,11 +238,56 @@ static void test_python__bracket_one_task_far_apart(void **state)
 	/* The next task read late as far: nothing known. */
 	remember_read(t, proc, 20000000, 20100000, task0);
 	remember_read(t, proc, 21000000, 35000000, task1);
-	assert_null(guess_at(s, t, 21000000));
+	assert_null(guess_at(s, t, 21000000, false));
 	/* The task unknown on one side: nothing either. */
 	remember_read(t, proc, 40000000, 40100000, unknown);
 	remember_read(t, proc, 41000000, 55000000, unknown);
-	assert_null(guess_at(s, t, 41000000));
+	assert_null(guess_at(s, t, 41000000, false));
+	sampler__free(s);
+}
+
+/*
+ * A sample's stack read late stands for the sample after all when the read was made
+ * wholly inside the wait the thread began next, with no sample between: the thread had
+ * not run since shortly after the sample. Not when the wait ended first, nor when
+ * another sample came between.
+ */
+static void test_python__late_read_mended(void **state)
+{
+	struct cpython_process *proc;
+	struct task_state *t;
+	struct sampler *s = one_thread(&proc, &t);
+	struct py_stack *ps;
+
+	(void)state;
+	/* Sample at 1 ms, switched out at 1.4 ms, read at 3.5 ms, back on at 4 ms. */
+	ps = test_py_stack(proc, 3, 0x5111, 1000000, 3500000);
+	assert_non_null(ps);
+	ps->walk_ns = 100000;
+	late_sample_read(t, 1000000, ps);
+	late_sample_out(t, 1400000);
+	late_sample_in(s, t, 4000000);
+	assert_null(late_sample_mended(t, 2000000)); /* another sample's */
+	ps = late_sample_mended(t, 1000000);
+	assert_non_null(ps);
+	assert_int_equal(ps->frames[0].code, 0x5111);
+	py_stack_free(ps);
+	assert_null(late_sample_mended(t, 1000000)); /* taken */
+	/* Back on at 3.45 ms, before the read ended: the thread had run again. */
+	ps = test_py_stack(proc, 3, 0x5111, 5000000, 7500000);
+	ps->walk_ns = 100000;
+	late_sample_read(t, 5000000, ps);
+	late_sample_out(t, 5400000);
+	late_sample_in(s, t, 7450000);
+	assert_null(late_sample_mended(t, 5000000));
+	/* Another sample before the switch-out: the read may be of the later one. */
+	ps = test_py_stack(proc, 3, 0x5111, 9000000, 11500000);
+	ps->walk_ns = 100000;
+	late_sample_read(t, 9000000, ps);
+	late_sample_forget(t);
+	late_sample_out(t, 9400000);
+	late_sample_in(s, t, 12000000);
+	assert_null(late_sample_mended(t, 9000000));
 	sampler__free(s);
 }
 
@@ -251,6 +298,7 @@ int main(void)
 		cmocka_unit_test(test_python__guess_read_after_the_switch),
 		cmocka_unit_test(test_python__bracket_across_a_loop_found),
 		cmocka_unit_test(test_python__bracket_one_task_far_apart),
+		cmocka_unit_test(test_python__late_read_mended),
 	};
 
 	return cmocka_run_group_tests_name("python", tests, NULL, NULL);

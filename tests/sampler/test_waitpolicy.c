@@ -14,7 +14,9 @@
 /* A read of @n frames for a sample at @at_ns, walked from @start_ns to @read_ns. */
 static struct policy_read read_of(uint64_t at_ns, uint64_t start_ns, uint64_t read_ns, uint32_t n)
 {
-	struct policy_read r = { true, at_ns, start_ns, read_ns, n };
+	struct policy_read r = {
+		.known = true, .at_ns = at_ns, .start_ns = start_ns, .read_ns = read_ns, .n = n
+	};
 
 	return r;
 }
@@ -57,7 +59,7 @@ static void test_waitpolicy__moment_between_two_reads(void **state)
 	assert_choice(policy_at_moment(&m), POLICY_NONE, 0);
 }
 
-/* With no read after, the latest read stands for up to 4 periods after its sample. */
+/* With no read after, the latest read stands for up to 4 periods of running after it. */
 static void test_waitpolicy__moment_after_a_recent_read(void **state)
 {
 	struct policy_moment m = { .at_ns = 100 * MS, .period_ns = PERIOD };
@@ -66,8 +68,20 @@ static void test_waitpolicy__moment_after_a_recent_read(void **state)
 	assert_choice(policy_at_moment(&m), POLICY_NONE, 0); /* nothing read */
 	m.before = read_of(96 * MS, 96 * MS, 96 * MS + 50000, 7);
 	assert_choice(policy_at_moment(&m), POLICY_BEFORE, 7);
+	assert_int_equal(policy_at_moment(&m).ran_ns, 4 * MS);
 	m.before.at_ns = 96 * MS - 1;
 	assert_choice(policy_at_moment(&m), POLICY_NONE, 0);
+	/* 20 ms ago, but the thread waited 17 of them (preempted): it ran 3 ms since. */
+	m.before = read_of(80 * MS, 80 * MS, 80 * MS, 7);
+	m.before.waited_ns = 5 * MS;
+	m.waited_ns = 22 * MS;
+	assert_choice(policy_at_moment(&m), POLICY_BEFORE, 7);
+	assert_int_equal(policy_at_moment(&m).ran_ns, 3 * MS);
+	m.waited_ns = 21 * MS; /* 4 ms */
+	assert_choice(policy_at_moment(&m), POLICY_BEFORE, 7);
+	m.waited_ns = 21 * MS - 1;
+	assert_choice(policy_at_moment(&m), POLICY_NONE, 0);
+	m.waited_ns = 0;
 	/* Read for a moment after this one (an exact read extended to its wait's end). */
 	m.before.at_ns = 100 * MS + 1;
 	assert_choice(policy_at_moment(&m), POLICY_NONE, 0);
@@ -126,11 +140,17 @@ static void test_waitpolicy__wait_guessed(void **state)
 	assert_choice(policy_of_wait(&w, &which), POLICY_SHARED, 3);
 	w.shared = 0;
 	assert_choice(policy_of_wait(&w, &which), POLICY_NONE, 0);
-	/* Known before only: for a wait that ends within 4 periods of that read's sample. */
+	/*
+	 * Known before only: when the thread's running from that read to the wait and the
+	 * wait itself together last at most 4 periods.
+	 */
 	w.after.known = false;
+	w.start.ran_ns = 1 * MS;
 	assert_choice(policy_of_wait(&w, &which), POLICY_BEFORE, 6);
 	w.end_ns = 103 * MS + 1;
 	assert_choice(policy_of_wait(&w, &which), POLICY_NONE, 0);
+	w.start.ran_ns = 0;
+	assert_choice(policy_of_wait(&w, &which), POLICY_BEFORE, 6);
 }
 
 /* A read stands for its own sample when made within 2 periods of it. */
