@@ -43,27 +43,13 @@ static void install_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-static uint64_t name_key(uint32_t pid, uint32_t tid)
-{
-	return (uint64_t)pid << 32 | tid;
-}
-
 const char *session__name(struct session *s, uint32_t pid, uint32_t tid)
 {
-	return hashmap__get(s->names, name_key(pid, tid));
+	return trace__name(s->trace, pid, tid);
 }
 
 void session__set_name(struct session *s, uint32_t pid, uint32_t tid, const char *name)
 {
-	char *copy = strdup(name);
-
-	if (!copy)
-		return;
-	free(hashmap__remove(s->names, name_key(pid, tid)));
-	if (hashmap__set(s->names, name_key(pid, tid), copy)) {
-		free(copy);
-		return;
-	}
 	if (tid)
 		trace__name_thread(s->trace, pid, tid, name);
 	else
@@ -574,12 +560,11 @@ int cli_record(const struct cli_opts *o)
 		snprintf(s->output, sizeof(s->output), "%s", o->output);
 	else
 		session__default_output(o, s->output, sizeof(s->output));
-	s->names = hashmap__new();
 	s->last_stacks = hashmap__new();
 	s->pynames = hashmap__new();
 	s->frames = frame_table__new();
 	s->sym = s->frames ? symbolizer__new(&sym_opts, s->frames) : NULL;
-	if (!s->names || !s->last_stacks || !s->sym)
+	if (!s->last_stacks || !s->sym)
 		goto out_free;
 	if (!o->quiet && !(s->summary = trace_summary__new()))
 		goto out_free;
@@ -615,7 +600,6 @@ out_free:
 	symbolizer__free(s->sym);
 	frame_table__free(s->frames);
 	trace_summary__free(s->summary);
-	hashmap__free_all(s->names, free);
 	hashmap__free_all(s->last_stacks, free);
 	pynames__free_all(s);
 	free(s);

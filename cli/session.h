@@ -23,7 +23,6 @@ struct session {
 	struct trace *trace;
 	struct trace_summary *summary; /* the report printed at the end; NULL with -q */
 	char output[4096];
-	struct hashmap *names;	     /* pid and (pid << 32 | tid) -> malloc'd name */
 	struct hashmap *last_stacks; /* tid -> struct last_stack: for waits with no stack */
 	struct hashmap *pynames;     /* pid -> Python's names for it, read now and then */
 	struct trace_frame stack[MAX_FRAMES];

@@ -47,4 +47,24 @@ struct args_table *frame_table__args(const struct frame_table *table);
 /* "python", "native", "kernel", "off-cpu" or "no-gil": the slice category for @kind. */
 const char *frame_kind__name(enum frame_kind kind);
 
+/*
+ * One frame of a stack as symbolized (symbolize/) and observed (trace/). @func is a frame table id; @callsite identifies where the
+ * caller (the frame above) called it: a Python instruction offset, a native return
+ * address. @line is the line being executed in this frame (0 when unknown). Frames equal
+ * but for @args are two calls: a new slice.
+ */
+struct trace_frame {
+	uint32_t func;
+	uint32_t line;
+	uint64_t callsite;
+	uint32_t args; /* the call's arguments: an id of the frame table's args, 0 for none */
+};
+
+/*
+ * A frame's arguments not known (read before the tool knew what to read, e.g. a pool
+ * worker's task before its loop was found): the frame continues an open slice whatever
+ * its arguments, and a slice opened so takes the first arguments that come known.
+ */
+#define TRACE_ARGS_UNKNOWN UINT32_MAX
+
 #endif

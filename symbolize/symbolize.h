@@ -10,7 +10,6 @@
 
 #include "../common/frames.h"
 #include "../sampler/sampler.h"
-#include "../trace/trace.h"
 
 #define SYMBOLIZE_MAX_NATIVE_FRAMES 256
 

@@ -237,6 +237,11 @@ int trace__name_process(struct trace *trace, uint32_t pid, const char *name)
 	return names__set(trace->names, pid, 0, name);
 }
 
+const char *trace__name(const struct trace *trace, uint32_t pid, uint32_t tid)
+{
+	return names__get(trace->names, pid, tid);
+}
+
 int trace__name_thread(struct trace *trace, uint32_t pid, uint32_t tid, const char *name)
 {
 	if (!tid)

@@ -39,26 +39,6 @@ struct trace_opts {
 	bool flat;			  /* JSON: one process, a row per thread (--flat) */
 };
 
-/*
- * One frame of an observation. @func is a frame table id; @callsite identifies where the
- * caller (the frame above) called it: a Python instruction offset, a native return
- * address. @line is the line being executed in this frame (0 when unknown). Frames equal
- * but for @args are two calls: a new slice.
- */
-struct trace_frame {
-	uint32_t func;
-	uint32_t line;
-	uint64_t callsite;
-	uint32_t args; /* the call's arguments: an id of the frame table's args, 0 for none */
-};
-
-/*
- * A frame's arguments not known (read before the tool knew what to read, e.g. a pool
- * worker's task before its loop was found): the frame continues an open slice whatever
- * its arguments, and a slice opened so takes the first arguments that come known.
- */
-#define TRACE_ARGS_UNKNOWN UINT32_MAX
-
 enum trace_obs_kind {
 	TRACE_ON_CPU,  /* a sample at t_start_ns; covers one period or until the next one */
 	TRACE_OFF_CPU, /* a wait with exact ends; its leaf frame is the reason marker */
@@ -131,6 +111,8 @@ int trace__event(struct trace *trace, const struct trace_event *event);
 /* Names shown for a process (its command line) and a thread (its comm); latest wins. */
 int trace__name_process(struct trace *trace, uint32_t pid, const char *name);
 int trace__name_thread(struct trace *trace, uint32_t pid, uint32_t tid, const char *name);
+/* The name given to a process (@tid 0) or thread, or NULL; borrowed until it is renamed. */
+const char *trace__name(const struct trace *trace, uint32_t pid, uint32_t tid);
 
 /* Closes every open slice of a thread that ended at @t_ns (clipped to what was seen). */
 int trace__end_thread(struct trace *trace, uint32_t pid, uint32_t tid, uint64_t t_ns);
