@@ -101,8 +101,11 @@ static void keep_stack(struct session *s, uint32_t tid, uint64_t time_ns,
 /*
  * A wait whose stack could not be captured (unprivileged and too short to be read from
  * outside, or the copy failed) and whose Python frames are the sampler's guess from the
- * read before it (sampler/waitpolicy.c decided that it stands, and for how long): that
- * read's sample as shown, with its native frames, which the wait has none of.
+ * read before it (sampler/waitpolicy.c decided that it stands, and for how long): when
+ * that read was the thread's last sample's, the sample as shown, with its native frames,
+ * which the wait has none of. A guess from another read (one made while the thread
+ * waited before) is not that sample's: a worker's preemption after it took its next
+ * task showed the previous task's stack, the last one sampled.
  */
 static int guess_wait_stack(struct session *s, const struct sampler_rec *r,
 			    struct trace_frame *frames, uint32_t max, int n)
@@ -110,7 +113,7 @@ static int guess_wait_stack(struct session *s, const struct sampler_rec *r,
 	const struct last_stack *ls = hashmap__get(s->last_stacks, r->tid);
 	uint32_t k;
 
-	if (!ls || r->time_ns < ls->time_ns)
+	if (!ls || ls->time_ns != r->sample.py_at_ns)
 		return n;
 	k = ls->n < max ? ls->n : max;
 	memcpy(frames, ls->frames, k * sizeof(*frames));

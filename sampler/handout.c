@@ -44,6 +44,7 @@ static void out_python(struct sampler *s, struct py_stack *ps)
 {
 	resolve_codes(ps);
 	s->rec.sample.py_source = ps->source;
+	s->rec.sample.py_at_ns = ps->at_ns;
 	s->rec.sample.gil = ps->gil;
 	s->rec.sample.python = ps->proc;
 	s->rec.sample.py_codes = ps->codes;

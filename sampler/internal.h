@@ -396,6 +396,7 @@ uint64_t period_ns(const struct sampler *s);
 struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64_t end,
 				 uint32_t cpu);
 void late_sample_read(struct task_state *t, uint64_t sample_ns, struct py_stack *ps);
+void late_sample_next(struct task_state *t, uint64_t sample_ns);
 void late_sample_forget(struct task_state *t);
 void late_sample_out(struct task_state *t, uint64_t out_ns);
 void late_sample_in(struct sampler *s, struct task_state *t, uint64_t in_ns);

@@ -482,7 +482,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	if (!t)
 		return;
 	t->seen_ns = q->time;
-	late_sample_forget(t);
+	late_sample_next(t, q->time);
 	if (q->py && !q->py->kernel && !t->sampled && !t->last_py && s->kernel_samples) {
 		/*
 		 * A new thread's first sample that the kernel left to us: it found no Python

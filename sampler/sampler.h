@@ -153,6 +153,7 @@ struct sampler_rec {
 			 */
 			const struct arg_store *py_args;
 			enum sampler_py_source py_source; /* read for it, or a guess */
+			uint64_t py_at_ns; /* the moment they were read for (a guess: its read's) */
 			enum sampler_gil gil; /* as sampled, or as it switched out to wait */
 		} sample;
 		struct {

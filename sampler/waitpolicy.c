@@ -27,6 +27,21 @@ static uint64_t ran_since(const struct policy_read *r, uint64_t at_ns, uint64_t 
 }
 
 /*
+ * How long the thread ran between the reads before and after a moment: the time between
+ * them less the waits it was seen in since the read before's sample (those after the
+ * moment are not known yet: counted as running).
+ */
+static uint64_t running_between(const struct policy_moment *m)
+{
+	uint64_t span =
+		m->after.read_ns > m->before.read_ns ? m->after.read_ns - m->before.read_ns : 0;
+	uint64_t waits =
+		m->waited_ns > m->before.waited_ns ? m->waited_ns - m->before.waited_ns : 0;
+
+	return waits < span ? span - waits : 0;
+}
+
+/*
  * Read after the moment: known to hold at it only where it agrees with a read before,
  * close enough (or inside one task) that what both show was not left and entered again
  * in between. Else the latest read before, if recent. Else nothing.
@@ -37,8 +52,7 @@ struct policy_choice policy_at_moment(const struct policy_moment *m)
 
 	if (m->after.known) {
 		if (!m->before.known ||
-		    (m->after.read_ns - m->before.read_ns > bracket_ns(m->period_ns) &&
-		     !m->same_task))
+		    (running_between(m) > bracket_ns(m->period_ns) && !m->same_task))
 			return choose(POLICY_NONE, 0);
 		c = choose(POLICY_SHARED, m->shared);
 		/* As of the read after's own sample (a read for an earlier one, made late). */

@@ -19,11 +19,12 @@
  * (tests/e2e/test_python_record.py). Counted in wall time, a worker preempted for 8 ms,
  * that ran 0.3 ms and was preempted again, lost its stack at the second preemption.
  *
- * POLICY_BRACKET_PERIODS, POLICY_BRACKET_MIN_NS: two reads around a moment this far
- * apart (the wider of the two) share what held at it: the wider, the likelier a call
- * shown whole returned and was made again in between. Reads further apart come from a
- * drainer that fell behind (a busy machine, very deep stacks); inside one pool task
- * (same_task) the gap does not matter.
+ * POLICY_BRACKET_PERIODS, POLICY_BRACKET_MIN_NS: two reads around a moment at most this
+ * far apart (the wider of the two; in the thread's running time, its waits seen between
+ * not counted) share what held at it: the wider, the likelier a call shown whole
+ * returned and was made again in between. Reads further apart come from a drainer that
+ * fell behind (a busy machine, very deep stacks); inside one pool task (same_task) the
+ * gap does not matter.
  *
  * POLICY_LATE_PERIODS: a stack read this long after its sample no longer stands for the
  * sample itself (the thread may have moved on); it is then a read after the sample.

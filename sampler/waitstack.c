@@ -331,6 +331,7 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 		r->sample.py_frames = s->held_py->frames;
 		r->sample.npy = s->held_py->n;
 		r->sample.py_args = s->args;
+		r->sample.py_at_ns = s->held_py->at_ns;
 		r->sample.py_source = c.source == POLICY_SHARED	  ? SAMPLER_PY_SHARED
 				      : c.source == POLICY_BEFORE ? SAMPLER_PY_BEFORE
 								  : SAMPLER_PY_READ;
@@ -372,7 +373,30 @@ void late_sample_read(struct task_state *t, uint64_t sample_ns, struct py_stack 
 	t->late_out_ns = 0;
 }
 
-/* Another sample of the thread: the one read late is no longer its latest. */
+/* The late read becomes the stack of the sample it was made for (late_sample_mended()). */
+static void late_sample_stands(struct task_state *t)
+{
+	py_stack_free(t->mended);
+	t->mended = t->late_read;
+	t->mended_ns = t->late_sample_ns;
+	t->late_read = NULL;
+	t->late_out_ns = 0;
+}
+
+/*
+ * The thread's next sample, at @sample_ns: samples fire at each period of the thread's
+ * own CPU time, so a late read that ended before it was made less than a period of the
+ * thread's running after the sample it was made for: it stands for that sample (a read
+ * within POLICY_LATE_PERIODS of wall time stands with up to two). Else it is forgotten.
+ */
+void late_sample_next(struct task_state *t, uint64_t sample_ns)
+{
+	if (t->late_read && sample_ns >= t->late_read->read_ns)
+		late_sample_stands(t);
+	late_sample_forget(t);
+}
+
+/* A read late for its sample that is no longer of use: forgotten. */
 void late_sample_forget(struct task_state *t)
 {
 	py_stack_free(t->late_read);
@@ -380,31 +404,25 @@ void late_sample_forget(struct task_state *t)
 	t->late_out_ns = 0;
 }
 
-/* A switch-out: the wait a late read may lie in begins. */
+/* A switch-out: a wait a late read may lie in begins. */
 void late_sample_out(struct task_state *t, uint64_t out_ns)
 {
-	if (t->late_read && !t->late_out_ns && out_ns >= t->late_sample_ns)
+	if (t->late_read && out_ns >= t->late_sample_ns)
 		t->late_out_ns = out_ns;
 }
 
 /*
  * A switch-in: if the late read was made wholly inside the wait that ends, it is the
- * sample's stack after all; the sample takes it as it goes out (late_sample_mended()),
- * unless it went out already (a wait longer than the records are held back).
+ * sample's stack after all, known now rather than at the next sample (which may come
+ * after the sample went out); the sample takes it as it goes out (late_sample_mended()).
  */
 void late_sample_in(struct sampler *s, struct task_state *t, uint64_t in_ns)
 {
 	struct policy_read r = policy_read_of(s, t, t->late_read);
 
-	if (!t->late_read || !t->late_out_ns)
-		return;
-	if (policy_read_inside(&r, t->late_out_ns, in_ns)) {
-		py_stack_free(t->mended);
-		t->mended = t->late_read;
-		t->mended_ns = t->late_sample_ns;
-		t->late_read = NULL;
-	}
-	late_sample_forget(t);
+	if (t->late_read && t->late_out_ns && policy_read_inside(&r, t->late_out_ns, in_ns))
+		late_sample_stands(t);
+	t->late_out_ns = 0;
 }
 
 /* The stack read late for @t's sample at @sample_ns, if it stands for it after all. */

@@ -248,9 +248,9 @@ static void test_python__bracket_one_task_far_apart(void **state)
 
 /*
  * A sample's stack read late stands for the sample after all when the read was made
- * wholly inside the wait the thread began next, with no sample between: the thread had
- * not run since shortly after the sample. Not when the wait ended first, nor when
- * another sample came between.
+ * wholly inside a wait the thread began after it, or ended before its next sample: the
+ * thread had run less than a period since the sample. Not when the wait ended first,
+ * nor when the next sample came first.
  */
 static void test_python__late_read_mended(void **state)
 {
@@ -280,14 +280,25 @@ static void test_python__late_read_mended(void **state)
 	late_sample_out(t, 5400000);
 	late_sample_in(s, t, 7450000);
 	assert_null(late_sample_mended(t, 5000000));
-	/* Another sample before the switch-out: the read may be of the later one. */
+	/*
+	 * The next sample at 10 ms, before the read ended: the thread ran a period since the
+	 * sample (samples fire on its CPU time), the read may be of the later one.
+	 */
 	ps = test_py_stack(proc, 3, 0x5111, 9000000, 11500000);
 	ps->walk_ns = 100000;
 	late_sample_read(t, 9000000, ps);
-	late_sample_forget(t);
-	late_sample_out(t, 9400000);
+	late_sample_next(t, 10000000);
+	late_sample_out(t, 10400000);
 	late_sample_in(s, t, 12000000);
 	assert_null(late_sample_mended(t, 9000000));
+	/* The next sample after the read ended: less than a period of running: it stands. */
+	ps = test_py_stack(proc, 3, 0x5111, 20000000, 23500000);
+	ps->walk_ns = 100000;
+	late_sample_read(t, 20000000, ps);
+	late_sample_next(t, 24000000);
+	ps = late_sample_mended(t, 20000000);
+	assert_non_null(ps);
+	py_stack_free(ps);
 	sampler__free(s);
 }
 

@@ -47,7 +47,13 @@ static void test_waitpolicy__moment_between_two_reads(void **state)
 	/* Further apart: what both show may have returned and been called again. */
 	m.before.read_ns = 91 * MS - 1;
 	assert_choice(policy_at_moment(&m), POLICY_NONE, 0);
-	/* ... unless inside one pool task, read in both. */
+	/* ... unless the thread waited in between (its running time is what counts) ... */
+	m.before.waited_ns = 1 * MS;
+	m.waited_ns = 2 * MS;
+	assert_choice(policy_at_moment(&m), POLICY_SHARED, 5);
+	m.waited_ns = 1 * MS;
+	assert_choice(policy_at_moment(&m), POLICY_NONE, 0);
+	/* ... or inside one pool task, read in both. */
 	m.same_task = true;
 	assert_choice(policy_at_moment(&m), POLICY_SHARED, 5);
 	/* At 100 Hz the bracket is 8 periods, 80 ms. */
