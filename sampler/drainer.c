@@ -234,11 +234,11 @@ struct sched_attr_v1 {
 	uint32_t sched_util_min, sched_util_max;
 };
 
-static void short_slice(bool on)
+static void short_slice(void)
 {
 	struct sched_attr_v1 attr = { .size = sizeof(attr),
 				      .sched_policy = SCHED_OTHER,
-				      .sched_runtime = on ? DRAINER_SLICE_NS : 0 };
+				      .sched_runtime = DRAINER_SLICE_NS };
 
 	if (syscall(SYS_sched_setattr, 0, &attr, 0))
 		pr_debug("drainer's time slice not set: %s", strerror(errno));
@@ -252,7 +252,8 @@ static void short_slice(bool on)
 static void *drainer_main(void *arg)
 {
 	struct sampler *s = arg;
-	struct sched_param realtime = { .sched_priority = 1 }, normal = { .sched_priority = 0 };
+	struct sched_param lowest_fifo = { .sched_priority = 1 };
+	bool realtime;
 	struct pollfd pfds[MAX_CPUS];
 	bool fast = false, python, looking;
 	uint64_t walks;
@@ -263,6 +264,17 @@ static void *drainer_main(void *arg)
 		if (s->rings[cpu].base)
 			pfds[n++] = (struct pollfd){ .fd = s->rings[cpu].fd, .events = POLLIN };
 	}
+	/*
+	 * The lowest real-time priority when permitted (CAP_SYS_NICE): a normal thread waited
+	 * up to 20 ms for a CPU on a busy machine, for its Python stacks read from outside,
+	 * and with one core kept busy one that drained the eBPF ring every 20 ms lost up to
+	 * three quarters of ~50,000 events a second (tests/e2e/test_kernel_reader.py). It
+	 * costs no more CPU: what the drainer does is the same, it only gets a CPU sooner.
+	 * Otherwise, a short slice.
+	 */
+	realtime = !pthread_setschedparam(pthread_self(), SCHED_FIFO, &lowest_fifo);
+	if (!realtime)
+		short_slice();
 	while (!s->drainer_stop) {
 		/* Woken early when a ring is half full (the events' wakeup watermark). */
 		if (poll(pfds, n, fast ? DRAIN_INTERVAL_MS : SLOW_DRAIN_INTERVAL_MS) > 0) {
@@ -277,7 +289,9 @@ static void *drainer_main(void *arg)
 		}
 		if (s->drainer_stop)
 			break;
+		__atomic_store_n(&s->drainer_waiting_since, sampler_now_ns(), __ATOMIC_RELAXED);
 		pthread_mutex_lock(&s->lock);
+		__atomic_store_n(&s->drainer_waiting_since, 0, __ATOMIC_RELAXED);
 		walks = s->stats.python_walks;
 		looking = drain_once(s);
 		python = (hashmap__count(s->pythons) > 0 &&
@@ -288,23 +302,16 @@ static void *drainer_main(void *arg)
 		if (python == fast)
 			continue;
 		/*
-		 * Python stacks are read as records are drained: then drain every ms, at the
-		 * lowest real-time priority (a normal thread waited up to 20 ms for a CPU on a
-		 * busy machine; needs CAP_SYS_NICE). When the kernel reads every stack, or no
-		 * process runs Python, none waits on this thread: drain slowly, at normal
-		 * priority (every ms cost the target 8-13 % at 100-1000 Hz here), except while
-		 * a young pool worker is looked at, so that its loop is known within a ms
-		 * (else a spawned worker's first task ran before its number could be read).
+		 * Python stacks are read as records are drained: then drain every ms. When the
+		 * kernel reads every stack, or no process runs Python, none waits on this
+		 * thread: drain slowly (every ms cost the target 8-13 % at 100-1000 Hz here),
+		 * except while a young pool worker is looked at, so that its loop is known
+		 * within a ms (else a spawned worker's first task ran before its number could
+		 * be read).
 		 */
 		fast = python;
-		if (pthread_setschedparam(pthread_self(), fast ? SCHED_FIFO : SCHED_OTHER,
-					  fast ? &realtime : &normal) &&
-		    fast) {
+		if (fast && !realtime)
 			yield_to_drainer(s);
-			short_slice(true);
-		} else if (!fast) {
-			short_slice(false);
-		}
 	}
 	return NULL;
 }

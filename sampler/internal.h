@@ -241,6 +241,7 @@ struct sampler {
 	volatile bool drainer_stop;
 	pthread_mutex_t lock; /* everything here, between the drainer and sampler__next() */
 	uint64_t handout_waiting_since; /* when sampler__next() began to wait for it, or 0 */
+	uint64_t drainer_waiting_since; /* when the drainer began to wait for it, or 0 */
 	struct qrec **batch;		/* records of the drain in progress */
 	size_t batch_count, batch_capacity;
 	uint64_t batch_seq;
