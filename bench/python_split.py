@@ -83,6 +83,11 @@ def ours(backend, hz, cmd, tmp, user=None):
     total = sum(spent.values())
     want = true_split(r["out"])
     r["split_err"] = max(abs(spent[k] / total - want[k]) for k in spent) if total else 1.0
+    # What counting samples alone leaves: a share p seen in n samples is off by about
+    # sqrt(p (1 - p) / n) (one standard error, as if they fell at random: every profiler
+    # that counts samples has it; only more samples shrink it).
+    n = max(other["samples"], 1)
+    r["noise"] = max((want[k] * (1 - want[k]) / n) ** 0.5 for k in spent)
     os.unlink(path)
     return r
 
@@ -147,6 +152,7 @@ def main():
             wall = min(r["wall"] for r in rs)
             errs = [r["split_err"] for r in rs if r["split_err"] is not None]
             prompt = [r["prompt"] for r in rs if r.get("prompt") is not None]
+            noise = [r["noise"] for r in rs if r.get("noise") is not None]
             rows.append((hz, name, wall / base - 1,
                          statistics.median(r["cpu"] for r in rs) / bare_cpu - 1,
                          statistics.median(r["prof_cpu"] / r["wall"] for r in rs),
@@ -156,21 +162,25 @@ def main():
                          max(r["lost"] for r in rs),
                          statistics.median(errs) if errs else None,
                          statistics.median(prompt) if prompt else None,
-                         (min(errs), max(errs)) if errs else None))
-    print("%6s  %-13s %9s %9s %10s %10s %9s %6s %10s %13s %7s" % (
+                         (min(errs), max(errs)) if errs else None,
+                         statistics.median(noise) if noise else None))
+    print("%6s  %-13s %9s %9s %10s %10s %9s %6s %10s %13s %8s %7s" % (
         "Hz", "profiler", "slowdown", "tgt CPU", "prof. CPU", "steady CPU", "rate Hz", "lost",
-        "split err", "(min-max)", "prompt"))
-    for hz, name, slow, tcpu, prof, steady, rate, lost, err, prompt, span in rows:
-        print("%6d  %-13s %8.1f%% %8.1f%% %9.1f%% %9.1f%% %9.0f %6d %10s %13s %7s" % (
+        "split err", "(min-max)", "counting", "prompt"))
+    for hz, name, slow, tcpu, prof, steady, rate, lost, err, prompt, span, noise in rows:
+        print("%6d  %-13s %8.1f%% %8.1f%% %9.1f%% %9.1f%% %9.0f %6d %10s %13s %8s %7s" % (
             hz, name, 100 * slow, 100 * tcpu, 100 * prof, 100 * steady, rate, lost,
             "-" if err is None else "%.2f pp" % (100 * err),
             "" if span is None else "(%.2f-%.2f)" % (100 * span[0], 100 * span[1]),
+            "-" if noise is None else "%.2f pp" % (100 * noise),
             "-" if prompt is None else "%.0f%%" % (100 * prompt)))
     print("(%d runs each, %s%s; slowdown: fastest traced run against fastest bare run; tgt"
           " CPU: the target's median CPU time against the bare runs'; other columns medians;"
           " prof. CPU = profiler CPU / target wall time; steady CPU = the same less what the"
           " profiler spends on one round of the fixture (start-up, attach, writing); rate ="
-          " samples per second of target CPU; floor = perf record -e cpu-clock, no stack)"
+          " samples per second of target CPU; floor = perf record -e cpu-clock, no stack;"
+          " counting = one standard error of a share counted from that many samples: a"
+          " split error near it is the sampling's, not the tool's)"
           % (args.repeat, python, ", pytrace-sample as " + args.user if args.user else ""))
 
 
