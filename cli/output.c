@@ -71,6 +71,7 @@ static void print_summary(struct session *s, int close_err, bool written,
 			  const struct trace_stats *ts)
 {
 	struct sampler_stats st;
+	uint64_t late;
 	struct symbolizer_stats sy;
 
 	sampler__stats(s->sampler, &st);
@@ -121,14 +122,21 @@ static void print_summary(struct session *s, int close_err, bool written,
 	 * Stacks read from outside: say when the requested rate was not delivered, i.e.
 	 * more than a tenth of them were read too late to stand for their samples.
 	 */
-	if (st.sample_walks >= 100 && st.late_walks * 10 > st.sample_walks)
+	late = st.late_walks > st.late_reads_mended ? st.late_walks - st.late_reads_mended : 0;
+	if (st.sample_walks >= 100 && late * 10 > st.sample_walks)
 		fprintf(stderr,
 			"pytrace-sample: %" PRIu64 " of %" PRIu64
 			" Python stacks read from outside came over two sampling periods after "
-			"their samples (a busy machine or too high a rate), and those samples show "
-			"only what the stacks around them share: lower -F%s\n",
-			st.late_walks, st.sample_walks,
+			"their samples, after their threads ran on (a busy machine or too high a "
+			"rate), and those samples show only what the stacks around them share: "
+			"lower -F%s\n",
+			late, st.sample_walks,
 			st.kernel_samples ? "" : ", or run as root for the eBPF reader");
+	if (st.throttled)
+		fprintf(stderr,
+			"pytrace-sample: the kernel throttled sampling %" PRIu64
+			" times (kernel.perf_event_max_sample_rate): fewer samples than -F asked\n",
+			st.throttled);
 	if (st.cut_stacks)
 		fprintf(stderr,
 			"pytrace-sample: %" PRIu64
