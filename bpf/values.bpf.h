@@ -45,8 +45,6 @@ static __always_inline __u64 text_of(const struct pytrace_py_cfg *cfg,
 	return 0;
 }
 
-#define ARG_MAX_BYTES PYTRACE_BPF_ARG_MAX_BYTES
-
 /* Where @obj is remembered: objects are 16-aligned, the bits above tell them apart. */
 static __always_inline __u32 seen_slot(__u64 obj)
 {
@@ -66,11 +64,11 @@ static __always_inline bool copy_seen(struct walk_buf *b, __u64 obj, __u32 at)
 	from = b->seen_at[k];
 	asm volatile("" : "+r"(from)); /* masked, see read_frame */
 	from &= PYTRACE_BPF_ARGS_BYTES - 1;
-	if (from > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES ||
-	    at > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES)
+	if (from > PYTRACE_BPF_ARGS_BYTES - PYTRACE_BPF_ARG_MAX_BYTES ||
+	    at > PYTRACE_BPF_ARGS_BYTES - PYTRACE_BPF_ARG_MAX_BYTES)
 		return false;
 	/* Overlapping only past the earlier record's own bytes: those are never written. */
-	return !bpf_probe_read_kernel(b->args + at, ARG_MAX_BYTES, b->args + from);
+	return !bpf_probe_read_kernel(b->args + at, PYTRACE_BPF_ARG_MAX_BYTES, b->args + from);
 }
 
 /* What read_arg() works with (a bpf_loop() body gets one pointer). */
@@ -88,7 +86,7 @@ static long read_arg(__u32 j, void *arg)
 	__u32 at = b->args_used, len = 0;
 	__u64 obj, text;
 
-	if (j >= PYTRACE_BPF_MAX_ARGS || at > PYTRACE_BPF_ARGS_BYTES - ARG_MAX_BYTES) {
+	if (j >= PYTRACE_BPF_MAX_ARGS || at > PYTRACE_BPF_ARGS_BYTES - PYTRACE_BPF_ARG_MAX_BYTES) {
 		b->args_cut = 1;
 		return 1;
 	}
@@ -150,7 +148,7 @@ static __always_inline __u32 put_text(struct walk_buf *b, const struct pytrace_p
 
 	asm volatile("" : "+r"(at)); /* masked, see read_frame */
 	at &= PYTRACE_BPF_NAMES_BYTES - 1;
-	if (at > PYTRACE_BPF_NAMES_BYTES - ARG_MAX_BYTES || !obj)
+	if (at > PYTRACE_BPF_NAMES_BYTES - PYTRACE_BPF_ARG_MAX_BYTES || !obj)
 		return at;
 	a = (struct pytrace_raw_arg *)(b->names + at);
 	a->pad = 0;

@@ -48,9 +48,9 @@ struct args_table *frame_table__args(const struct frame_table *table);
 const char *frame_kind__name(enum frame_kind kind);
 
 /*
- * One frame of a stack as symbolized (symbolize/) and observed (trace/). @func is a frame table id; @callsite identifies where the
- * caller (the frame above) called it: a Python instruction offset, a native return
- * address. @line is the line being executed in this frame (0 when unknown). Frames equal
+ * One frame of a stack as symbolized (symbolize/) and observed (trace/). @func is a
+ * frame table id; @callsite identifies where the caller (the frame above) called it: a
+ * Python instruction offset, a native return address. @line is the line being executed in this frame (0 when unknown). Frames equal
  * but for @args are two calls: a new slice.
  */
 struct trace_frame {

@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Hands the command line read at drain time to the record about to go out. */
 static void attach_cmdline(struct sampler *s, const struct qrec *q)
@@ -90,9 +89,13 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 			q->py = exact;
 		}
 	}
-	t = task_get(s, v.pid, v.tid, false);
+	/*
+	 * Its read came late and it got a guess: the read may stand after all (waitstack.c,
+	 * late_sample_next() and late_sample_in()). Samples read in time, by the kernel or
+	 * from outside, are not looked up.
+	 */
+	t = !q->py || q->py->source != SAMPLER_PY_READ ? task_get(s, v.pid, v.tid, false) : NULL;
 	if (t && t->mended) {
-		/* Read late, but inside the wait that followed: it stands (waitstack.c). */
 		struct py_stack *mended = late_sample_mended(t, v.time);
 
 		if (mended) {
@@ -346,13 +349,7 @@ static const struct sampler_rec *next_locked(struct sampler *s)
  */
 static void drainer_turn(struct sampler *s)
 {
-	uint64_t since = __atomic_load_n(&s->drainer_waiting_since, __ATOMIC_RELAXED);
-	int i;
-
-	if (!since || sampler_now_ns() < since + 2000000)
-		return;
-	for (i = 0; i < 20 && __atomic_load_n(&s->drainer_waiting_since, __ATOMIC_RELAXED); i++)
-		nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+	let_waiter_in(&s->drainer_waiting_since, 2000000);
 }
 
 const struct sampler_rec *sampler__next(struct sampler *s)

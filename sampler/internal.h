@@ -389,6 +389,13 @@ void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, u
 void track_python(struct sampler *s, struct qrec *q);
 void find_gil(struct sampler *s, struct cpython_process *proc, uint64_t time);
 
+/* ---- drainer.c ---- */
+/*
+ * The lock's other user has waited for it since *@waiting_since (0: it does not) for over
+ * @after_ns: wait until it took it, up to 1 ms. A mutex is not fair either way.
+ */
+void let_waiter_in(const uint64_t *waiting_since, uint64_t after_ns);
+
 /* ---- waitstack.c: the stack a wait gets ---- */
 void remember_py(struct task_state *t, const struct py_stack *ps);
 struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns,

@@ -364,21 +364,20 @@ static void track_switch_in(struct sampler *s, struct qrec *q)
 
 	trailer_ids(q, ids);
 	t = hashmap__get(s->pythons, ids[0]) ? hashmap__get(s->tasks, ids[1]) : NULL;
-	if (t && t->last_py && t->last_py->exact && !t->last_py->extended &&
+	if (!t)
+		return;
+	if (t->last_py && t->last_py->exact && !t->last_py->extended &&
 	    q->time > t->last_py->at_ns) {
 		t->last_py->at_ns = q->time; /* only this wait's end, not later ones */
 		t->last_py->extended = true;
 	}
-	if (t && !t->chain_start)
+	if (!t->chain_start)
 		t->chain_start = q->time;
-	if (t)
-		late_sample_in(s, t, q->time);
-	if (t && t->drain_out_ns && q->time >= t->drain_out_ns)
+	late_sample_in(s, t, q->time);
+	if (t->drain_out_ns && q->time >= t->drain_out_ns)
 		t->waited_ns += q->time - t->drain_out_ns;
-	if (t)
-		t->drain_out_ns = 0;
-	if (t)
-		t->seen_ns = q->time;
+	t->drain_out_ns = 0;
+	t->seen_ns = q->time;
 }
 
 /*

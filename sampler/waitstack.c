@@ -142,21 +142,30 @@ static void keep_root(struct py_stack *ps, uint32_t n)
 	ps->n = n;
 }
 
-/* @ps as the policy sees it: known if read from the image the thread runs now. */
-static struct policy_read policy_read_of(const struct sampler *s, const struct task_state *t,
-					 const struct py_stack *ps)
+/* @ps's times and size as the policy sees them; known when there is one. */
+static struct policy_read read_times(const struct py_stack *ps)
 {
 	struct policy_read r = { 0 };
 
 	if (!ps)
 		return r;
-	r.known = ps->proc == hashmap__get(s->pythons, t->pid);
+	r.known = true;
 	r.at_ns = ps->at_ns;
 	r.read_ns = ps->read_ns;
 	r.start_ns = ps->read_ns - ps->walk_ns;
 	r.waited_ns = ps->waited_ns;
 	r.ran_ns = ps->ran_ns;
 	r.n = ps->n;
+	return r;
+}
+
+/* @ps as the policy sees it: known if read from the image the thread runs now. */
+static struct policy_read policy_read_of(const struct sampler *s, const struct task_state *t,
+					 const struct py_stack *ps)
+{
+	struct policy_read r = read_times(ps);
+
+	r.known = ps && ps->proc == hashmap__get(s->pythons, t->pid);
 	return r;
 }
 
@@ -184,16 +193,20 @@ static struct py_stack *guess_moment(struct sampler *s, struct policy_moment *m,
 				     const struct py_stack *before, const struct py_stack *after);
 
 /*
- * A switch-out's guess, with the read after it kept whole beside it (py_stack.late):
- * with nothing known at the switch, an empty stack carries it.
+ * A switch-out's guess, with the read after it kept whole beside it (py_stack.late)
+ * when that read began after the switch: it may then lie inside the wait. With nothing
+ * known at the switch, an empty stack carries it.
  */
 static struct py_stack *guess_keeping_late(struct sampler *s, struct policy_moment *m,
 					   const struct py_stack *before,
 					   const struct py_stack *after)
 {
 	struct py_stack *ps = guess_moment(s, m, before, after);
-	struct py_stack *late = py_stack_copy(after);
+	struct py_stack *late;
 
+	if (m->after.start_ns < m->at_ns)
+		return ps;
+	late = py_stack_copy(after);
 	if (!ps && late)
 		ps = py_stack_new(after->proc, 0, after->frames);
 	if (ps)
@@ -268,20 +281,17 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 
 	/* Read at the switch by the kernel (outside_read_ns 0), or while it still waited. */
 	if (t->outside_py) {
-		w.during[0].known = true; /* its image: the one the thread waited in */
+		w.during[0] = read_times(t->outside_py); /* of the image the thread waited in */
 		w.during[0].at_ns = w.during[0].start_ns = t->out_time;
 		w.during[0].read_ns = t->outside_read_ns;
-		w.during[0].n = t->outside_py->n;
 	}
 	if (t->out_py && t->out_py->late)
 		w.during[1] = policy_read_of(s, t, t->out_py->late);
-	w.start = policy_read_of(s, t, t->out_py);
-	w.start.known = t->out_py != NULL; /* qualified at the switch-out already */
+	w.start = read_times(t->out_py); /* qualified at the switch-out already */
 	if (t->out_py) {
 		const struct py_stack *after = after_of(t, end);
 
-		w.after = policy_read_of(s, t, after);
-		w.after.known = after != NULL;
+		w.after = read_times(after);
 		if (after)
 			w.shared = common_root(s, t->out_py, after);
 	}
@@ -418,10 +428,12 @@ void late_sample_out(struct task_state *t, uint64_t out_ns)
  */
 void late_sample_in(struct sampler *s, struct task_state *t, uint64_t in_ns)
 {
-	struct policy_read r = policy_read_of(s, t, t->late_read);
+	if (t->late_read && t->late_out_ns) {
+		struct policy_read r = policy_read_of(s, t, t->late_read);
 
-	if (t->late_read && t->late_out_ns && policy_read_inside(&r, t->late_out_ns, in_ns))
-		late_sample_stands(t);
+		if (policy_read_inside(&r, t->late_out_ns, in_ns))
+			late_sample_stands(t);
+	}
 	t->late_out_ns = 0;
 }
 

@@ -246,6 +246,29 @@ static void test_python__bracket_one_task_far_apart(void **state)
 	sampler__free(s);
 }
 
+/* A read for @t's sample at @sample_ns, walked from 0.1 ms before @read_ns: late. */
+static void read_late(struct task_state *t, struct cpython_process *proc, uint64_t sample_ns,
+		      uint64_t read_ns)
+{
+	struct py_stack *ps = test_py_stack(proc, 3, 0x5111, sample_ns, read_ns);
+
+	assert_non_null(ps);
+	ps->walk_ns = 100000;
+	late_sample_read(t, sample_ns, ps);
+}
+
+/* Whether the late read stands for the sample at @sample_ns (taken if so). */
+static bool mended(struct task_state *t, uint64_t sample_ns)
+{
+	struct py_stack *ps = late_sample_mended(t, sample_ns);
+	bool stands = ps != NULL;
+
+	if (ps)
+		assert_int_equal(ps->frames[0].code, 0x5111);
+	py_stack_free(ps);
+	return stands;
+}
+
 /*
  * A sample's stack read late stands for the sample after all when the read was made
  * wholly inside a wait the thread began after it, or ended before its next sample: the
@@ -257,48 +280,33 @@ static void test_python__late_read_mended(void **state)
 	struct cpython_process *proc;
 	struct task_state *t;
 	struct sampler *s = one_thread(&proc, &t);
-	struct py_stack *ps;
 
 	(void)state;
-	/* Sample at 1 ms, switched out at 1.4 ms, read at 3.5 ms, back on at 4 ms. */
-	ps = test_py_stack(proc, 3, 0x5111, 1000000, 3500000);
-	assert_non_null(ps);
-	ps->walk_ns = 100000;
-	late_sample_read(t, 1000000, ps);
+	/* Sample at 1 ms, switched out at 1.4 ms, read at 3.4-3.5 ms, back on at 4 ms. */
+	read_late(t, proc, 1000000, 3500000);
 	late_sample_out(t, 1400000);
 	late_sample_in(s, t, 4000000);
-	assert_null(late_sample_mended(t, 2000000)); /* another sample's */
-	ps = late_sample_mended(t, 1000000);
-	assert_non_null(ps);
-	assert_int_equal(ps->frames[0].code, 0x5111);
-	py_stack_free(ps);
-	assert_null(late_sample_mended(t, 1000000)); /* taken */
-	/* Back on at 3.45 ms, before the read ended: the thread had run again. */
-	ps = test_py_stack(proc, 3, 0x5111, 5000000, 7500000);
-	ps->walk_ns = 100000;
-	late_sample_read(t, 5000000, ps);
+	assert_false(mended(t, 2000000)); /* another sample's */
+	assert_true(mended(t, 1000000));
+	assert_false(mended(t, 1000000)); /* taken */
+	/* Back on at 7.45 ms, before the read ended: the thread had run again. */
+	read_late(t, proc, 5000000, 7500000);
 	late_sample_out(t, 5400000);
 	late_sample_in(s, t, 7450000);
-	assert_null(late_sample_mended(t, 5000000));
+	assert_false(mended(t, 5000000));
 	/*
 	 * The next sample at 10 ms, before the read ended: the thread ran a period since the
 	 * sample (samples fire on its CPU time), the read may be of the later one.
 	 */
-	ps = test_py_stack(proc, 3, 0x5111, 9000000, 11500000);
-	ps->walk_ns = 100000;
-	late_sample_read(t, 9000000, ps);
+	read_late(t, proc, 9000000, 11500000);
 	late_sample_next(t, 10000000);
 	late_sample_out(t, 10400000);
 	late_sample_in(s, t, 12000000);
-	assert_null(late_sample_mended(t, 9000000));
+	assert_false(mended(t, 9000000));
 	/* The next sample after the read ended: less than a period of running: it stands. */
-	ps = test_py_stack(proc, 3, 0x5111, 20000000, 23500000);
-	ps->walk_ns = 100000;
-	late_sample_read(t, 20000000, ps);
+	read_late(t, proc, 20000000, 23500000);
 	late_sample_next(t, 24000000);
-	ps = late_sample_mended(t, 20000000);
-	assert_non_null(ps);
-	py_stack_free(ps);
+	assert_true(mended(t, 20000000));
 	sampler__free(s);
 }
 
