@@ -16,8 +16,8 @@
  * and for a wait when that and the wait's own length together are at most this long.
  * Wider put long preemptions after a function returned under that function; narrower
  * split slices at short waits: 4 did best on the pool test
- * (tests/e2e/test_python_record.py). Counted in wall time, a worker preempted for 8 ms,
- * that ran 0.3 ms and was preempted again, lost its stack at the second preemption.
+ * (tests/e2e/test_python_record.py). Counted in wall time, a worker preempted for most of
+ * the 4 periods after its last read lost its stack at its next preemption.
  *
  * POLICY_BRACKET_PERIODS, POLICY_BRACKET_MIN_NS: two reads around a moment at most this
  * far apart (the wider of the two; in the thread's running time, its waits seen between
