@@ -93,7 +93,7 @@ struct task_state {
 	struct py_fifo kernel_outs;    /* read by the kernel at switch-outs */
 	struct py_fifo kernel_samples; /* read by the kernel at samples perf also kept */
 	uint64_t chain_start;	       /* the first switch-in since the last stack read, or 0 */
-	uint64_t waited_ns;	       /* its waits followed so far, summed (by the drainer) */
+	uint64_t waited_ns;	       /* its preemptions followed so far, summed (drainer) */
 	uint64_t drain_out_ns;	       /* ... the one it is in, from here, or 0 */
 	uint64_t seen_ns;	       /* its latest sample or switch-in followed */
 	uint64_t kernel_sample_ns;     /* its latest sample the kernel read (kept for perf's) */

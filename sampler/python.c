@@ -409,8 +409,18 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 	find_gil(s, proc, q->time);
 	t = proc ? hashmap__get(s->tasks, ids[1]) : NULL;
 	if (t) {
+		const struct perf_event_header *hdr = (const void *)q->data;
+
 		late_sample_out(t, q->time);
-		t->drain_out_ns = q->time;
+		/*
+		 * Only preemptions count as not running (policy windows): a thread preempted
+		 * mid-computation resumes where it was, one that blocked was at a boundary of
+		 * its work (a queue, a lock, I/O) and often left the call it had been read in
+		 * with little CPU. Counting every wait, an executor worker's samples after its
+		 * last job (their reads failing as it exited) showed that job again 16-40 ms
+		 * after it ended (test_pool_args, one core busy).
+		 */
+		t->drain_out_ns = (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? q->time : 0;
 	}
 	q->py = t ? take_kernel_out(s, t, q->time) : NULL;
 	if (t && !q->py && s->bpf) {
