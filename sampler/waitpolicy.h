@@ -12,7 +12,7 @@
  *
  * POLICY_BEFORE_PERIODS: the latest stack read stands for a later moment (a switch-out)
  * when the thread ran at most this long since the sample it was read for (its running
- * time: its waits in between do not count, as it could not change its stack in them),
+ * time: its preemptions in between do not count, as it resumed where it was),
  * and for a wait when that and the wait's own length together are at most this long.
  * Wider put long preemptions after a function returned under that function; narrower
  * split slices at short waits: 4 did best on the pool test
@@ -20,7 +20,7 @@
  * the 4 periods after its last read lost its stack at its next preemption.
  *
  * POLICY_BRACKET_PERIODS, POLICY_BRACKET_MIN_NS: two reads around a moment at most this
- * far apart (the wider of the two; in the thread's running time, its waits seen between
+ * far apart (the wider of the two; in the thread's running time, its preemptions seen between
  * not counted) share what held at it: the wider, the likelier a call shown whole
  * returned and was made again in between. Reads further apart come from a drainer that
  * fell behind (a busy machine, very deep stacks); inside one pool task (same_task) the
@@ -40,7 +40,7 @@ struct policy_read {
 	uint64_t at_ns;	    /* the moment it was read for: its sample, or the switch */
 	uint64_t start_ns;  /* when reading it began */
 	uint64_t read_ns;   /* when reading it ended */
-	uint64_t waited_ns; /* the thread's waits, summed, before at_ns */
+	uint64_t waited_ns; /* the thread's preemptions, summed, before at_ns */
 	uint64_t ran_ns;    /* a guess: the thread's running time from its read to its moment */
 	uint32_t n;	    /* its frames */
 };
@@ -61,7 +61,7 @@ struct policy_choice {
 /* A moment whose stack was not read: a switch-out, a sample left unread. */
 struct policy_moment {
 	uint64_t at_ns, period_ns;
-	uint64_t waited_ns;	   /* the thread's waits, summed, before @at_ns */
+	uint64_t waited_ns;	   /* the thread's preemptions, summed, before @at_ns */
 	struct policy_read before; /* the latest read that ended by @at_ns */
 	struct policy_read after;  /* the first read that ended after it */
 	uint32_t shared;	   /* frames before and after share, from the root */
