@@ -90,18 +90,20 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 		}
 	}
 	/*
-	 * Its read came late and it got a guess: the read may stand after all (waitstack.c,
-	 * late_sample_next() and late_sample_in()). Samples read in time, by the kernel or
-	 * from outside, are not looked up.
+	 * Read from outside, or not at all: what followed may have changed its stack
+	 * (readtrial.c). Samples the kernel read are not looked up.
 	 */
-	t = !q->py || q->py->source != SAMPLER_PY_READ ? task_get(s, v.pid, v.tid, false) : NULL;
-	if (t && t->mended) {
-		struct py_stack *mended = late_sample_mended(t, v.time);
+	t = !q->py || !q->py->kernel ? task_get(s, v.pid, v.tid, false) : NULL;
+	if (t && t->restacked.count) {
+		struct py_stack *ps = trial_restacked(t, v.time);
 
-		if (mended) {
+		if (ps) {
+			/* A late read that stood, or a guess for a read that fell. */
+			s->stats.late_reads_mended += ps->source == SAMPLER_PY_READ && ps->n;
 			py_stack_free(q->py);
-			q->py = mended;
-			s->stats.late_reads_mended++;
+			q->py = ps->n ? ps : NULL;
+			if (!ps->n)
+				py_stack_free(ps);
 		}
 	}
 	out_rec(s, SREC_SAMPLE, v.pid, v.tid, v.cpu, v.time)->sample.stack = v.stack;

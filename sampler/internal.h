@@ -99,14 +99,17 @@ struct task_state {
 	uint64_t kernel_sample_ns;     /* its latest sample the kernel read (kept for perf's) */
 	bool sampled;		       /* a sample of it was followed */
 	/*
-	 * A sample whose stack was read late, and that read (owned), until it is known
-	 * whether the read fell inside the wait the thread began next (late_out_ns); if
-	 * so, the read as the stack of the sample at mended_ns (see late_sample_read()).
+	 * The trial of the latest sample whose stack was read from outside (readtrial.c):
+	 * the sample's time (0: none open), when the read began and ended, its calls
+	 * (hashed), the read itself when it came late (owned; the sample carries a guess
+	 * meanwhile), the wait the thread began after the sample; and the stacks decided
+	 * for samples still queued, by their times, taken as they go out.
 	 */
+	uint64_t trial_ns, trial_start_ns, trial_read_ns, trial_calls;
 	struct py_stack *late_read;
-	uint64_t late_sample_ns, late_out_ns;
-	struct py_stack *mended;
-	uint64_t mended_ns;
+	uint64_t trial_out_ns;
+	bool trial_blocked;
+	struct py_fifo restacked;
 	struct after_stack *afters;	 /* oldest first: kept until their waits go out */
 	struct after_stack *afters_last; /* the newest, where the next one goes */
 };
@@ -403,12 +406,17 @@ struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_
 uint64_t period_ns(const struct sampler *s);
 struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64_t end,
 				 uint32_t cpu);
-void late_sample_read(struct task_state *t, uint64_t sample_ns, struct py_stack *ps);
-void late_sample_next(struct task_state *t, uint64_t sample_ns);
-void late_sample_forget(struct task_state *t);
-void late_sample_out(struct task_state *t, uint64_t out_ns);
-void late_sample_in(struct sampler *s, struct task_state *t, uint64_t in_ns);
-struct py_stack *late_sample_mended(struct task_state *t, uint64_t sample_ns);
+
+/* ---- readtrial.c: whether a sample's read from outside stands for it ---- */
+void trial_open(struct task_state *t, uint64_t sample_ns, const struct py_stack *read,
+		struct py_stack *late_read);
+void trial_next(struct sampler *s, struct task_state *t, uint64_t sample_ns);
+void trial_out(struct task_state *t, uint64_t out_ns, bool blocked);
+void trial_in(struct sampler *s, struct task_state *t, uint64_t in_ns);
+void trial_seen(struct sampler *s, struct task_state *t, uint64_t seen_ns,
+		const struct py_stack *ps);
+void trial_forget(struct task_state *t);
+struct py_stack *trial_restacked(struct task_state *t, uint64_t sample_ns);
 
 /* ---- offcpu.c: switch pairing, waits read from outside ---- */
 void track_switch(struct sampler *s, const struct qrec *q);

@@ -388,6 +388,9 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 		 * thread's root would end every slice open there.
 		 */
 		ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
+		t = ps ? hashmap__get(s->tasks, e->tid) : NULL;
+		if (t)
+			trial_seen(s, t, e->time_ns, ps);
 		out = ps ? message_record(e, ps) : NULL;
 		if (out) {
 			out->seq = q->seq;

@@ -373,7 +373,7 @@ static void track_switch_in(struct sampler *s, struct qrec *q)
 	}
 	if (!t->chain_start)
 		t->chain_start = q->time;
-	late_sample_in(s, t, q->time);
+	trial_in(s, t, q->time);
 	if (t->drain_out_ns && q->time >= t->drain_out_ns)
 		t->waited_ns += q->time - t->drain_out_ns;
 	t->drain_out_ns = 0;
@@ -411,7 +411,7 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 	if (t) {
 		const struct perf_event_header *hdr = (const void *)q->data;
 
-		late_sample_out(t, q->time);
+		trial_out(t, q->time, !(hdr->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT));
 		/*
 		 * Only preemptions count as not running (policy windows): a thread preempted
 		 * mid-computation resumes where it was, one that blocked was at a boundary of
@@ -423,6 +423,8 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 		t->drain_out_ns = (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? q->time : 0;
 	}
 	q->py = t ? take_kernel_out(s, t, q->time) : NULL;
+	if (q->py)
+		trial_seen(s, t, q->time, q->py);
 	if (t && !q->py && s->bpf) {
 		s->stats.kernel_switch_misses++;
 		pr_debug("switch-out of %u at %" PRIu64 " without the kernel's stack (%u "
@@ -491,7 +493,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	if (!t)
 		return;
 	t->seen_ns = q->time;
-	late_sample_next(t, q->time);
+	trial_next(s, t, q->time);
 	if (q->py && !q->py->kernel && !t->sampled && !t->last_py && s->kernel_samples) {
 		/*
 		 * A new thread's first sample that the kernel left to us: it found no Python
@@ -513,9 +515,12 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		 * nothing is known to have held: no Python frames rather than later ones.
 		 */
 		remember_py(t, q->py);
-		late_sample_read(t, q->time, q->py);
+		trial_open(t, q->time, q->py, q->py);
 		q->py = NULL;
 		s->stats.late_walks++;
+	} else if (q->py && !q->py->kernel && q->py->n) {
+		/* In time, unless the thread blocked and woke before it was read. */
+		trial_open(t, q->time, q->py, NULL);
 	}
 	t->sampled = true;
 	if (q->py && !q->py->n) {

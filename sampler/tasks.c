@@ -42,7 +42,7 @@ void task_free(struct task_state *t)
 		py_stack_free(t->older_py[i]);
 	py_stack_free(t->out_py);
 	py_stack_free(t->late_read);
-	py_stack_free(t->mended);
+	py_fifo_clear(&t->restacked);
 	py_fifo_clear(&t->kernel_outs);
 	py_fifo_clear(&t->kernel_samples);
 	while (t->afters) {

@@ -99,3 +99,28 @@ bool policy_read_prompt(uint64_t at_ns, uint64_t read_ns, uint64_t period_ns)
 {
 	return read_ns - at_ns <= POLICY_LATE_PERIODS * period_ns;
 }
+
+enum policy_verdict policy_read_after_wait(const struct policy_read *r, uint64_t out_ns,
+					   uint64_t in_ns, bool blocked)
+{
+	if (policy_read_inside(r, out_ns, in_ns))
+		return POLICY_STANDS;
+	if (blocked && r->known && r->start_ns >= out_ns)
+		return POLICY_FALLS;
+	return POLICY_OPEN;
+}
+
+enum policy_verdict policy_read_seen_between(const struct policy_read *r, uint64_t seen_ns,
+					     bool same_calls)
+{
+	if (r->known && !same_calls && seen_ns > r->at_ns && seen_ns < r->start_ns)
+		return POLICY_FALLS;
+	return POLICY_OPEN;
+}
+
+enum policy_verdict policy_read_at_next(const struct policy_read *r, uint64_t next_ns, bool late)
+{
+	if (!late)
+		return POLICY_STANDS;
+	return r->known && next_ns >= r->read_ns ? POLICY_STANDS : POLICY_FALLS;
+}

@@ -99,4 +99,41 @@ bool policy_read_inside(const struct policy_read *r, uint64_t start_ns, uint64_t
  */
 bool policy_read_prompt(uint64_t at_ns, uint64_t read_ns, uint64_t period_ns);
 
+/* Whether a sample's stack read from outside stands for the sample, as far as known. */
+enum policy_verdict {
+	POLICY_OPEN,   /* not known yet */
+	POLICY_STANDS, /* the read is the sample's stack */
+	POLICY_FALLS,  /* it is not: the sample gets what the reads around it share */
+};
+
+/*
+ * @r, read for a sample, judged at the end of a wait the thread began after the sample
+ * (from @out_ns to @in_ns; @blocked: it blocked rather than being preempted). Made
+ * wholly inside the wait, it stands: the thread could not move, and had run less than
+ * a period since the sample (samples fire on its CPU time). Begun after a block, it
+ * falls: a thread that blocked was at a boundary of its work (a queue, a lock, I/O)
+ * and went on to other work when it woke (a pool worker showed its next job before it
+ * had received it). After a preemption the thread resumed where it was: still open.
+ */
+enum policy_verdict policy_read_after_wait(const struct policy_read *r, uint64_t out_ns,
+					   uint64_t in_ns, bool blocked);
+
+/*
+ * @r, read for a sample, judged by another read of the thread made at @seen_ns (the
+ * kernel's, exact at that moment): one between the sample and @r showing other calls
+ * (@same_calls false) says the thread had moved on before @r was made, so @r falls (a
+ * new pool worker read late showed its first job from before it had received it, the
+ * kernel's read of that receipt in between). Else still open.
+ */
+enum policy_verdict policy_read_seen_between(const struct policy_read *r, uint64_t seen_ns,
+					     bool same_calls);
+
+/*
+ * @r, read for a sample, judged at the thread's next sample at @next_ns with no wait
+ * having decided it. A read within POLICY_LATE_PERIODS (@late false) stands. A later one
+ * stands if it ended before @next_ns (the thread had run less than a period since its
+ * sample), else it falls.
+ */
+enum policy_verdict policy_read_at_next(const struct policy_read *r, uint64_t next_ns, bool late);
+
 #endif

@@ -282,6 +282,72 @@ static void test_offcpu__late_read_inside_the_wait(void **state)
 	assert_int_equal(st.late_reads_in_waits, 1);
 }
 
+/* A sample of the thread at @time, read from outside: @read its Python stack (taken). */
+static struct qrec *read_sample(uint64_t time, struct py_stack *read)
+{
+	struct builder b;
+	struct qrec *q;
+
+	build_sample(&b, false, PERF_SAMPLE_REGS_ABI_64, 0, 0);
+	memcpy(b.buf + 16, &(uint32_t){ PID }, 4);
+	memcpy(b.buf + 20, &(uint32_t){ TID }, 4);
+	memcpy(b.buf + 24, &time, 8);
+	q = test_qrec(b.buf, b.len, time);
+	assert_non_null(q);
+	q->py = read;
+	return q;
+}
+
+/*
+ * A sample read in time from outside, but after its thread blocked and woke: it goes
+ * out with what the reads before and after it share, the wait after it with its own
+ * stack. Preempted instead, the thread resumed where it was: the read stands.
+ */
+static void test_offcpu__sample_read_after_a_block(void **state)
+{
+	struct sampler *s = *state;
+	struct cpython_process *proc = test_python_process(s, PID);
+	struct task_state *t = task_get(s, PID, TID, true);
+	const struct sampler_rec *r;
+	int blocked;
+
+	assert_non_null(proc);
+	assert_non_null(t);
+	for (blocked = 1; blocked >= 0; blocked--) {
+		uint64_t base = (1 - blocked) * 10000000ULL;
+		struct py_stack *before =
+			test_py_stack(proc, 3, 0x5111, base + 1000000, base + 1100000);
+		struct py_stack *read =
+			test_py_stack(proc, 3, 0x7222, base + 2000000, base + 2600000);
+
+		assert_non_null(before);
+		assert_non_null(read);
+		read->walk_ns = 100000;
+		remember_py(t, before);
+		py_stack_free(before);
+		/* As track_sample() keeps a read made in time. */
+		remember_py(t, read);
+		trial_open(t, base + 2000000, read, NULL);
+		push(s, read_sample(base + 2000000, read));
+		follow(s, switch_rec(PERF_RECORD_MISC_SWITCH_OUT |
+					     (blocked ? 0 : PERF_RECORD_MISC_SWITCH_OUT_PREEMPT),
+				     TID, base + 2200000));
+		follow(s, switch_rec(0, TID, base + 2400000));
+		r = sampler__next(s);
+		assert_non_null(r);
+		assert_int_equal(r->kind, SREC_SAMPLE);
+		assert_int_equal(r->time_ns, base + 2000000);
+		assert_int_equal(r->sample.npy, blocked ? 2 : 3);
+		assert_int_equal(r->sample.py_frames[0].code, blocked ? 0x1001 : 0x7222);
+		assert_int_equal(r->sample.py_source,
+				 blocked ? SAMPLER_PY_SHARED : SAMPLER_PY_READ);
+		r = sampler__next(s);
+		assert_non_null(r);
+		assert_int_equal(r->kind, SREC_OFF_CPU);
+		assert_null(sampler__next(s));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -296,6 +362,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_offcpu__switch_notes_survive_a_drain, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_offcpu__late_read_inside_the_wait, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_offcpu__sample_read_after_a_block, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_offcpu__kernel_saw_the_switch_first, setup,
 						teardown),

@@ -246,27 +246,44 @@ static void test_python__bracket_one_task_far_apart(void **state)
 	sampler__free(s);
 }
 
-/* A read for @t's sample at @sample_ns, walked from 0.1 ms before @read_ns: late. */
-static void read_late(struct task_state *t, struct cpython_process *proc, uint64_t sample_ns,
-		      uint64_t read_ns)
+/*
+ * A read for @t's sample at @sample_ns, walked from 0.1 ms before @read_ns, leaf
+ * @leaf, as track_sample() keeps it: the latest stack, on trial; @late: the sample
+ * carries a guess meanwhile.
+ */
+static void read_for(struct task_state *t, struct cpython_process *proc, uint64_t sample_ns,
+		     uint64_t read_ns, uint64_t leaf, bool late)
 {
-	struct py_stack *ps = test_py_stack(proc, 3, 0x5111, sample_ns, read_ns);
+	struct py_stack *ps = test_py_stack(proc, 3, leaf, sample_ns, read_ns);
 
 	assert_non_null(ps);
 	ps->walk_ns = 100000;
-	late_sample_read(t, sample_ns, ps);
+	remember_py(t, ps);
+	trial_open(t, sample_ns, ps, late ? ps : NULL);
+	if (!late)
+		py_stack_free(ps);
 }
 
-/* Whether the late read stands for the sample at @sample_ns (taken if so). */
-static bool mended(struct task_state *t, uint64_t sample_ns)
+/*
+ * The frames the sample at @sample_ns goes out with if its trial changed them (taken):
+ * -1 unchanged, else how many, the innermost's code in *@leaf.
+ */
+static int restacked(struct task_state *t, uint64_t sample_ns, uint64_t *leaf)
 {
-	struct py_stack *ps = late_sample_mended(t, sample_ns);
-	bool stands = ps != NULL;
+	struct py_stack *ps = trial_restacked(t, sample_ns);
+	int n = ps ? (int)ps->n : -1;
 
-	if (ps)
-		assert_int_equal(ps->frames[0].code, 0x5111);
+	*leaf = ps && ps->n ? ps->frames[0].code : 0;
 	py_stack_free(ps);
-	return stands;
+	return n;
+}
+
+/* A wait from @out_ns to @in_ns, as python.c follows its switches. */
+static void wait_for(struct sampler *s, struct task_state *t, uint64_t out_ns, uint64_t in_ns,
+		     bool blocked)
+{
+	trial_out(t, out_ns, blocked);
+	trial_in(s, t, in_ns);
 }
 
 /*
@@ -280,33 +297,130 @@ static void test_python__late_read_mended(void **state)
 	struct cpython_process *proc;
 	struct task_state *t;
 	struct sampler *s = one_thread(&proc, &t);
+	uint64_t leaf;
 
 	(void)state;
 	/* Sample at 1 ms, switched out at 1.4 ms, read at 3.4-3.5 ms, back on at 4 ms. */
-	read_late(t, proc, 1000000, 3500000);
-	late_sample_out(t, 1400000);
-	late_sample_in(s, t, 4000000);
-	assert_false(mended(t, 2000000)); /* another sample's */
-	assert_true(mended(t, 1000000));
-	assert_false(mended(t, 1000000)); /* taken */
-	/* Back on at 7.45 ms, before the read ended: the thread had run again. */
-	read_late(t, proc, 5000000, 7500000);
-	late_sample_out(t, 5400000);
-	late_sample_in(s, t, 7450000);
-	assert_false(mended(t, 5000000));
+	read_for(t, proc, 1000000, 3500000, 0x5111, true);
+	wait_for(s, t, 1400000, 4000000, true);
+	assert_int_equal(restacked(t, 500000, &leaf), -1); /* an earlier sample's */
+	assert_int_equal(restacked(t, 1000000, &leaf), 3);
+	assert_int_equal(leaf, 0x5111);
+	assert_int_equal(restacked(t, 1000000, &leaf), -1); /* taken */
+	/* Preempted, back on at 7.45 ms, before the read ended: the thread had run again. */
+	read_for(t, proc, 5000000, 7500000, 0x5111, true);
+	wait_for(s, t, 5400000, 7450000, false);
 	/*
 	 * The next sample at 10 ms, before the read ended: the thread ran a period since the
 	 * sample (samples fire on its CPU time), the read may be of the later one.
 	 */
-	read_late(t, proc, 9000000, 11500000);
-	late_sample_next(t, 10000000);
-	late_sample_out(t, 10400000);
-	late_sample_in(s, t, 12000000);
-	assert_false(mended(t, 9000000));
+	read_for(t, proc, 9000000, 11500000, 0x5111, true);
+	assert_int_equal(restacked(t, 5000000, &leaf), -1);
+	trial_next(s, t, 10000000);
+	wait_for(s, t, 10400000, 12000000, true);
+	assert_int_equal(restacked(t, 9000000, &leaf), -1);
 	/* The next sample after the read ended: less than a period of running: it stands. */
-	read_late(t, proc, 20000000, 23500000);
-	late_sample_next(t, 24000000);
-	assert_true(mended(t, 20000000));
+	read_for(t, proc, 20000000, 23500000, 0x5111, true);
+	trial_next(s, t, 24000000);
+	assert_int_equal(restacked(t, 20000000, &leaf), 3);
+	sampler__free(s);
+}
+
+/*
+ * A read begun after the thread blocked and woke again is not its sample's stack, in
+ * time or late: a blocked thread was at a boundary of its work and went on to other
+ * work (a pool worker's sample before it received its next job read as that job:
+ * test_pool_args, CI). The sample then gets what the reads before and after it share.
+ * After a preemption, or made inside the wait, the read stands.
+ */
+static void test_python__read_after_a_block_falls(void **state)
+{
+	struct cpython_process *proc;
+	struct task_state *t;
+	struct sampler *s = one_thread(&proc, &t);
+	struct sampler_stats st;
+	uint64_t leaf;
+
+	(void)state;
+	/* Read at 1.1 ms; the sample at 2 ms read in time at 2.5-2.6 ms, after a block. */
+	read_for(t, proc, 1000000, 1100000, 0x5111, false);
+	trial_next(s, t, 2000000);
+	assert_int_equal(restacked(t, 1000000, &leaf), -1);
+	read_for(t, proc, 2000000, 2600000, 0x7222, false);
+	wait_for(s, t, 2200000, 2400000, true);
+	assert_int_equal(restacked(t, 2000000, &leaf), 2);
+	assert_int_equal(leaf, 0x1001);
+	/* The same preempted: it stands (nothing changes at the next sample). */
+	read_for(t, proc, 3000000, 3600000, 0x7222, false);
+	wait_for(s, t, 3200000, 3400000, false);
+	trial_next(s, t, 4000000);
+	assert_int_equal(restacked(t, 3000000, &leaf), -1);
+	/* Made inside the block: stands. */
+	read_for(t, proc, 4000000, 4600000, 0x7222, false);
+	wait_for(s, t, 4200000, 4800000, true);
+	trial_next(s, t, 5000000);
+	assert_int_equal(restacked(t, 4000000, &leaf), -1);
+	/* Begun before the block: the thread was still running, as any read of it. */
+	read_for(t, proc, 5000000, 5300000, 0x7222, false);
+	wait_for(s, t, 5250000, 5400000, true);
+	trial_next(s, t, 6000000);
+	assert_int_equal(restacked(t, 5000000, &leaf), -1);
+	/* Late, after a block, ended before the next sample: falls (it stood before). */
+	read_for(t, proc, 7000000, 9600000, 0x7222, true);
+	wait_for(s, t, 7200000, 9000000, true);
+	trial_next(s, t, 10000000);
+	assert_int_equal(restacked(t, 7000000, &leaf), -1);
+	sampler__stats(s, &st);
+	assert_int_equal(st.reads_after_blocks, 2);
+	sampler__free(s);
+}
+
+/*
+ * A read that the kernel's own read of the thread, made between the sample and it,
+ * shows other calls than: the thread had moved on before it was made (a new pool
+ * worker read late showed its first job from before it received it, the kernel's read
+ * of the receipt in between: test_pool_args, eBPF). The same calls: it stands.
+ */
+static void test_python__read_overtaken_falls(void **state)
+{
+	struct cpython_process *proc;
+	struct task_state *t;
+	struct sampler *s = one_thread(&proc, &t);
+	struct py_stack *seen = test_py_stack(proc, 3, 0x6333, 1400000, 1400000);
+	struct py_stack *same = test_py_stack(proc, 3, 0x7222, 4400000, 4400000);
+	struct sampler_stats st;
+	uint64_t leaf;
+
+	(void)state;
+	assert_non_null(seen);
+	assert_non_null(same);
+	read_for(t, proc, 0, 100000, 0x5111, false);
+	trial_next(s, t, 1000000);
+	/* Read late, at 3.4-3.5 ms; the kernel saw other calls at 1.4 ms: it falls. */
+	read_for(t, proc, 1000000, 3500000, 0x7222, true);
+	trial_seen(s, t, 1400000, seen);
+	wait_for(s, t, 3000000, 4000000, true); /* would have stood: made inside */
+	assert_int_equal(restacked(t, 1000000, &leaf), -1);
+	/* In time, at 4.5-4.6 ms; the kernel saw the same calls at 4.4 ms: it stands. */
+	read_for(t, proc, 4000000, 4600000, 0x7222, false);
+	trial_seen(s, t, 4400000, same);
+	trial_next(s, t, 5000000);
+	assert_int_equal(restacked(t, 4000000, &leaf), -1);
+	/* In time; other calls seen in between: what the reads around it share. */
+	read_for(t, proc, 6000000, 6600000, 0x8444, false);
+	trial_seen(s, t, 6100000, seen);
+	assert_int_equal(restacked(t, 6000000, &leaf), 2);
+	assert_int_equal(leaf, 0x1001);
+	/* Seen after the read began, or before the sample: says nothing of it. */
+	read_for(t, proc, 7000000, 7600000, 0x7222, false);
+	trial_seen(s, t, 6900000, seen);
+	trial_seen(s, t, 7550000, seen);
+	trial_next(s, t, 8000000);
+	assert_int_equal(restacked(t, 7000000, &leaf), -1);
+	sampler__stats(s, &st);
+	assert_int_equal(st.reads_overtaken, 2);
+	py_stack_free(seen);
+	py_stack_free(same);
 	sampler__free(s);
 }
 
@@ -318,6 +432,8 @@ int main(void)
 		cmocka_unit_test(test_python__bracket_across_a_loop_found),
 		cmocka_unit_test(test_python__bracket_one_task_far_apart),
 		cmocka_unit_test(test_python__late_read_mended),
+		cmocka_unit_test(test_python__read_after_a_block_falls),
+		cmocka_unit_test(test_python__read_overtaken_falls),
 	};
 
 	return cmocka_run_group_tests_name("python", tests, NULL, NULL);

@@ -169,6 +169,36 @@ static void test_waitpolicy__prompt_reads(void **state)
 	assert_true(policy_read_prompt(100 * MS, 110 * MS, 5 * PERIOD));
 }
 
+/*
+ * A read on trial, at its edges: a wait it lies inside (from its start to its end
+ * exactly) makes it stand; one it began after, blocked, makes it fall; preempted, or
+ * begun before the wait, it stays open. Another read between the sample and it falls it
+ * only if it shows other calls, strictly between. At the next sample a read in time
+ * stands, a late one if it ended by then.
+ */
+static void test_waitpolicy__reads_on_trial(void **state)
+{
+	struct policy_read r = {
+		.known = true, .at_ns = 100 * MS, .start_ns = 103 * MS, .read_ns = 104 * MS
+	};
+
+	(void)state;
+	assert_int_equal(policy_read_after_wait(&r, 103 * MS, 104 * MS, true), POLICY_STANDS);
+	assert_int_equal(policy_read_after_wait(&r, 103 * MS, 104 * MS - 1, true), POLICY_FALLS);
+	assert_int_equal(policy_read_after_wait(&r, 101 * MS, 102 * MS, true), POLICY_FALLS);
+	assert_int_equal(policy_read_after_wait(&r, 101 * MS, 102 * MS, false), POLICY_OPEN);
+	assert_int_equal(policy_read_after_wait(&r, 103 * MS + 1, 105 * MS, true), POLICY_OPEN);
+	assert_int_equal(policy_read_seen_between(&r, 101 * MS, false), POLICY_FALLS);
+	assert_int_equal(policy_read_seen_between(&r, 101 * MS, true), POLICY_OPEN);
+	assert_int_equal(policy_read_seen_between(&r, 100 * MS, false), POLICY_OPEN);
+	assert_int_equal(policy_read_seen_between(&r, 103 * MS, false), POLICY_OPEN);
+	assert_int_equal(policy_read_at_next(&r, 101 * MS, false), POLICY_STANDS);
+	assert_int_equal(policy_read_at_next(&r, 104 * MS, true), POLICY_STANDS);
+	assert_int_equal(policy_read_at_next(&r, 104 * MS - 1, true), POLICY_FALLS);
+	r.known = false;
+	assert_int_equal(policy_read_after_wait(&r, 101 * MS, 102 * MS, true), POLICY_OPEN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -177,6 +207,7 @@ int main(void)
 		cmocka_unit_test(test_waitpolicy__wait_read_while_it_waited),
 		cmocka_unit_test(test_waitpolicy__wait_guessed),
 		cmocka_unit_test(test_waitpolicy__prompt_reads),
+		cmocka_unit_test(test_waitpolicy__reads_on_trial),
 	};
 
 	return cmocka_run_group_tests_name("waitpolicy", tests, NULL, NULL);
