@@ -83,6 +83,12 @@ struct cpython_layout {
 	unsigned owner_first_skipped; /* owners >= this are C-stack/interpreter shims */
 	enum cpython_instr instr;
 	uint64_t code_filename, code_name, code_qualname, code_firstlineno, code_linetable;
+	/*
+	 * 3.8-3.10: co_flags (int), read for a chain's root frame: one whose code is a
+	 * generator's or coroutine's was read as it yielded (it has no previous frame
+	 * then), as gen_frame_state_back tells 3.11+. 0: not read.
+	 */
+	uint64_t code_flags;
 	uint64_t code_version;	/* 3.12-3.13: uint32_t co_version (cpython_name_word()); 0: none */
 	uint64_t code_adaptive; /* 3.11+: offset of the bytecode inside the code object */
 	enum cpython_lines lines;

@@ -25,6 +25,7 @@ static void print_layout(const struct cpython_layout *l)
 		P("frame.back", l->frame_previous);
 		P("frame.code", l->frame_code);
 		P("frame.lasti", l->frame_instr);
+		P("code.flags", l->code_flags);
 		P("frame.live", l->frame_live);
 	} else {
 		if (l->frame_via_cframe) {

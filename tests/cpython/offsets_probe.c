@@ -73,6 +73,7 @@ int main(void)
 	P("frame.back", offsetof(PyFrameObject, f_back));
 	P("frame.code", offsetof(PyFrameObject, f_code));
 	P("frame.lasti", offsetof(PyFrameObject, f_lasti));
+	P("code.flags", offsetof(PyCodeObject, co_flags));
 #if PY_VERSION_HEX >= 0x030A0000
 	P("frame.live", offsetof(PyFrameObject, f_state));
 #else

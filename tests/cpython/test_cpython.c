@@ -602,6 +602,38 @@ static void test_cpython__deep_chain_keeps_root(void **state)
 	cpython_process__put(p);
 }
 
+/*
+ * 3.8-3.10: a chain whose root frame runs a generator's code was read as it resumed (its
+ * f_back set again after the read of it): read again, and kept only at the last try (a
+ * thread whose first Python code is a generator run from C). Any other root: read once.
+ */
+static void test_cpython__generator_root_39(void **state)
+{
+	static struct image image;
+	const struct cpython_layout *l = cpython_builtin_layout(9);
+	struct counting_image counting = { &image, 0 };
+	struct cpython_mem mem = { .read = counting_read, .ctx = &counting };
+	struct cpython_frame frames[16];
+	struct cpython_process *p;
+	unsigned once;
+
+	(void)state;
+	build_39(&image, l, 3);
+	p = cpython_process__new_mem(PID39, RUNTIME, 9, &mem);
+	assert_non_null(p);
+	assert_int_equal(cpython_walk(p, &mem, PID39, 1, frames, 16), 3);
+	counting.reads = 0;
+	assert_int_equal(cpython_walk(p, &mem, PID39, 2, frames, 16), 3);
+	once = counting.reads;
+	/* The root frame's code (the third, CODES + 0x800) a generator's: CO_GENERATOR. */
+	put_u32(&image, CODES + 0x800 + l->code_flags, 0x20 | 0x3);
+	counting.reads = 0;
+	assert_int_equal(cpython_walk(p, &mem, PID39, 3, frames, 16), 3);
+	assert_int_equal(frames[2].code, CODES + 0x800);
+	assert_true(counting.reads >= CPYTHON_WALK_TRIES * once);
+	cpython_process__put(p);
+}
+
 /* 3.10 marks a running frame with f_state EXECUTING (0) or UNWINDING (2). */
 static void test_cpython__dead_frame_310(void **state)
 {
@@ -824,6 +856,7 @@ int main(void)
 		cmocka_unit_test(test_cpython__synthetic_314),
 		cmocka_unit_test(test_cpython__freed_code_unread),
 		cmocka_unit_test(test_cpython__dead_frame_39),
+		cmocka_unit_test(test_cpython__generator_root_39),
 		cmocka_unit_test(test_cpython__dead_frame_310),
 		cmocka_unit_test(test_cpython__long_cycle_ends),
 		cmocka_unit_test(test_cpython__deep_chain_keeps_root),
