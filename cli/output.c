@@ -204,6 +204,7 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "late_reads_mended", st.late_reads_mended);
 	trace__note(s->trace, "reads_after_blocks", st.reads_after_blocks);
 	trace__note(s->trace, "reads_overtaken", st.reads_overtaken);
+	trace__note(s->trace, "messages_restamped", st.messages_restamped);
 	trace__note(s->trace, "frequency_hz", s->opts->sampler.frequency_hz);
 	trace__note(s->trace, "unknown_native_frames", sy.unknown_frames);
 	trace__note(s->trace, "stacks_without_user_state", sy.no_user_state);

@@ -232,6 +232,8 @@ struct sampler {
 	struct hashmap *exit_codes;	 /* pid -> wait() code + 1, sent by the kernel at its end */
 	struct hashmap *messages;	 /* tid -> struct pending_message (kernel.c): a pool's
 					    message, until the stack the kernel sends after it */
+	struct hashmap *message_ends;	 /* message -> struct message_end (kernel.c): one end
+					    of a message, until its other end is followed */
 	struct bpf_reader *bpf;		 /* Python frames read by the kernel at switch-outs */
 	bool kernel_samples;	    /* ... and at samples: it is attached to the clock events */
 	size_t nfds_sampled;	    /* clock events it was attached to (or tried) */
@@ -428,6 +430,7 @@ const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, uint32_t 
 void take_kernel_event(void *ctx, const struct pytrace_event *e);
 struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q);
 struct py_stack *take_kernel_out(struct sampler *s, struct task_state *t, uint64_t out_time);
+void order_message(struct sampler *s, struct qrec *q);
 
 /* ---- handout.c: records as callers see them ---- */
 void release_held(struct sampler *s);

@@ -298,6 +298,64 @@ static struct qrec *message_record(const struct pytrace_event *e, struct py_stac
 	return q;
 }
 
+/* The other end of a message followed, by what both ends carry (kind, job, task). */
+struct message_end {
+	uint64_t time;
+	uint32_t pid;
+	bool sent;
+};
+
+/* A re-stamped write stays this much before the read of it (the trace's whole microseconds). */
+#define MESSAGE_WRITE_LEAD_NS 1000
+/* ... when the read came at most this long before the write's end (a writer preempted). */
+#define MESSAGE_REORDER_NS 10000000ULL
+/* Messages whose other end never came (a process killed) are forgotten past this many. */
+#define MESSAGE_ENDS_MAX 4096
+
+static uint64_t message_key(const struct sampler_rec *r)
+{
+	return ((uint64_t)r->message.job * 0x9e3779b97f4a7c15ULL) ^
+	       ((uint64_t)r->message.task * 0xc2b2ae3d27d4eb4fULL) ^ (uint64_t)r->message.kind;
+}
+
+/*
+ * A message's write is stamped at the write's end, its read at the read's end, and the
+ * reader can get there first: woken as the bytes land in the pipe, on another CPU,
+ * while the writer is still in its call (18 us seen, one core kept busy). A write
+ * followed after its read is moved to just before it: the bytes were written by then,
+ * within the call the writer's stack shows. Else a flow would go back in time, and
+ * neither DevTools nor Perfetto join such a step (tests/e2e/test_pool_flows.py).
+ */
+void order_message(struct sampler *s, struct qrec *q)
+{
+	struct synth_record *sr = (struct synth_record *)q->data;
+	uint64_t key = message_key(&sr->rec);
+	struct message_end *other = hashmap__get(s->message_ends, key);
+
+	if (other && other->sent != sr->rec.message.sent) {
+		if (sr->rec.message.sent && other->pid != sr->rec.pid && q->time > other->time &&
+		    q->time - other->time <= MESSAGE_REORDER_NS &&
+		    other->time > MESSAGE_WRITE_LEAD_NS) {
+			q->time = sr->rec.time_ns = other->time - MESSAGE_WRITE_LEAD_NS;
+			s->stats.messages_restamped++;
+		}
+		free(hashmap__remove(s->message_ends, key));
+		return;
+	}
+	if (hashmap__count(s->message_ends) >= MESSAGE_ENDS_MAX) {
+		hashmap__free_all(s->message_ends, free);
+		s->message_ends = hashmap__new();
+		if (!s->message_ends)
+			return;
+	}
+	other = malloc(sizeof(*other));
+	if (!other)
+		return;
+	*other = (struct message_end){ q->time, sr->rec.pid, sr->rec.message.sent };
+	if (hashmap__set(s->message_ends, key, other))
+		free(other);
+}
+
 /*
  * Queues an event of the kernel-side reader with perf's records, to follow in time
  * order. Its arguments are kept in the store right away: the record keeps their ids,
@@ -388,10 +446,15 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 		 * thread's root would end every slice open there.
 		 */
 		ps = proc && e->time_ns >= proc->since_ns ? kernel_stack(s, proc, e) : NULL;
+		/* Read at that instant: the thread's stack then, as a sample's would be. */
 		t = ps ? hashmap__get(s->tasks, e->tid) : NULL;
-		if (t)
+		if (t) {
+			remember_py(t, ps);
 			trial_seen(s, t, e->time_ns, ps);
+		}
 		out = ps ? message_record(e, ps) : NULL;
+		if (out && s->message_ends)
+			order_message(s, out);
 		if (out) {
 			out->seq = q->seq;
 			s->stats.pool_messages++;

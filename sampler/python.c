@@ -423,8 +423,6 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 		t->drain_out_ns = (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? q->time : 0;
 	}
 	q->py = t ? take_kernel_out(s, t, q->time) : NULL;
-	if (q->py)
-		trial_seen(s, t, q->time, q->py);
 	if (t && !q->py && s->bpf) {
 		s->stats.kernel_switch_misses++;
 		pr_debug("switch-out of %u at %" PRIu64 " without the kernel's stack (%u "
@@ -433,10 +431,12 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 			 t->kernel_outs.count ? t->kernel_outs.items[t->kernel_outs.head]->at_ns
 					      : 0);
 	}
-	if (q->py)
+	if (q->py) {
 		remember_py(t, q->py);
-	else if (t)
+		trial_seen(s, t, q->time, q->py);
+	} else if (t) {
 		q->py = guess_at(s, t, q->time, true);
+	}
 }
 
 /*

@@ -56,6 +56,15 @@ static void trial_decide(struct sampler *s, struct task_state *t, enum policy_ve
 	} else if (v == POLICY_FALLS && !t->late_read) {
 		/* Read in time but after a block: what the reads around the sample share. */
 		restack(t, guess_at(s, t, t->trial_ns, false));
+	} else if (v == POLICY_FALLS) {
+		/*
+		 * Late: the sample carries the guess made when it was followed. Reads made
+		 * since (the kernel's) may bracket it more closely: their guess, if any.
+		 */
+		struct py_stack *ps = guess_at(s, t, t->trial_ns, false);
+
+		if (ps)
+			restack(t, ps);
 	}
 	trial_forget(t);
 }

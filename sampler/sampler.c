@@ -152,6 +152,7 @@ void sampler__free(struct sampler *s)
 	hashmap__free_all(s->unread_runtimes, free);
 	hashmap__free(s->exit_codes);
 	hashmap__free_all(s->messages, free);
+	hashmap__free_all(s->message_ends, free);
 	bpf_reader__free(s->bpf);
 	hashmap__free(s->bpf_synced);
 	free(s->py_scratch);
@@ -211,12 +212,13 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->unread_runtimes = hashmap__new();
 	s->exit_codes = hashmap__new();
 	s->messages = hashmap__new();
+	s->message_ends = hashmap__new();
 	s->py_scratch = calloc(CPYTHON_MAX_FRAMES, sizeof(*s->py_scratch));
 	s->args_scratch = malloc(ARGS_SCRATCH);
 	s->args = arg_store__new();
 	if (!s->roles || !s->tasks || !s->procs || !s->cmdlines || !s->pending_outs ||
 	    !s->captures || !s->pythons || !s->unread_runtimes || !s->exit_codes || !s->messages ||
-	    !s->py_scratch || !s->args_scratch || !s->args) {
+	    !s->message_ends || !s->py_scratch || !s->args_scratch || !s->args) {
 		sampler__free(s);
 		errno = ENOMEM;
 		return NULL;

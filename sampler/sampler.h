@@ -190,6 +190,7 @@ struct sampler_stats {
 	uint64_t late_reads_mended;	/* late reads that stand for their samples after all */
 	uint64_t reads_after_blocks;	/* reads that began after their threads blocked and woke */
 	uint64_t reads_overtaken;	/* reads the kernel saw other calls before */
+	uint64_t messages_restamped;	/* writes followed after their reads, moved before */
 	uint64_t sample_walks;		/* samples whose stack was read from outside */
 	uint64_t prompt_walks;		/* ... within one sampling period of the sample */
 	uint64_t late_walks;		/* ... over two periods after it: cut to what held */

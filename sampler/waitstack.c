@@ -226,16 +226,26 @@ static struct py_stack *guess_keeping_late(struct sampler *s, struct policy_mome
 struct py_stack *guess_at(struct sampler *s, const struct task_state *t, uint64_t at_ns,
 			  bool keep_late)
 {
-	const struct py_stack *before = t->last_py, *after = NULL;
+	const struct py_stack *before = NULL, *after = NULL;
 	struct policy_moment m = { .at_ns = at_ns,
 				   .period_ns = period_ns(s),
 				   .waited_ns = t->waited_ns };
-	int k = 0;
+	int k;
 
-	/* The reads newest first: the latest by @at_ns, and the first after it. */
-	while (before && before->read_ns > at_ns) {
-		after = before;
-		before = k < OLDER_READS ? t->older_py[k++] : NULL;
+	/*
+	 * The latest read by @at_ns, and the first after it. Kept newest first as a rule,
+	 * but not always in the order they were made: a sample read late is kept when
+	 * followed, the kernel's reads made meanwhile (a message's) after it.
+	 */
+	for (k = -1; k < OLDER_READS; k++) {
+		const struct py_stack *ps = k < 0 ? t->last_py : t->older_py[k];
+
+		if (!ps)
+			break;
+		if (ps->read_ns <= at_ns && (!before || ps->read_ns > before->read_ns))
+			before = ps;
+		else if (ps->read_ns > at_ns && (!after || ps->read_ns < after->read_ns))
+			after = ps;
 	}
 	m.before = policy_read_of(s, t, before);
 	m.after = policy_read_of(s, t, after);

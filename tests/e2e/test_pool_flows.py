@@ -58,17 +58,25 @@ class PoolFlows(unittest.TestCase):
     def check(self, python, kind, method, work):
         if os.geteuid() != 0:
             self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
-        viewer, kept = [], []
+        viewer = []
+        # Kept for the one who reads a failure (these fail rarely, under load), removed
+        # when the checks pass.
+        kept = os.path.join(tempfile.gettempdir(), "pytrace-flows-%s-%d.json" %
+                            (self.id().split(".")[-1], os.getpid()))
 
         def look(path):
             viewer.extend(devtools_flows(path))
-            if any(len(f) != 4 for f in viewer):
-                # Kept for the one who reads the failure: which slice DevTools did not bind.
-                kept.append(os.path.join(tempfile.gettempdir(), "pytrace-flows-%s-%d.json" %
-                                         (self.id().split(".")[-1], os.getpid())))
-                shutil.copyfile(path, kept[-1])
+            shutil.copyfile(path, kept)
 
         p, trace = record(python, "bpf", kind, method, work, look=look)
+        try:
+            self.check_trace(p, trace, viewer, kind, work)
+        except AssertionError as e:
+            raise AssertionError("%s (trace kept at %s)" % (e, kept)) from None
+        if os.path.exists(kept):
+            os.remove(kept)
+
+    def check_trace(self, p, trace, viewer, kind, work):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(trace.nesting_errors, [])
         jobs = jobs_of(p.stdout)
@@ -85,7 +93,7 @@ class PoolFlows(unittest.TestCase):
         self.assertEqual(trace.other.get("flows"), len(jobs), trace.other)
         self.assertEqual(len(viewer), len(jobs), "DevTools resolved %d flows of %d: %s" % (
             len(viewer), len(jobs), viewer))
-        if kept:
+        if any(len(f) != 4 for f in viewer):
             # Those flows as the trace has them, with any slice of a point's thread that
             # starts within 2 us of it (DevTools binds a flow event by ts, pid, tid, cat).
             ours = [c for f in viewer if len(f) != 4 for c in flows.values()
@@ -95,8 +103,8 @@ class PoolFlows(unittest.TestCase):
                                                            o is not m and
                                                            abs(o.ts - m.ts) <= 2])
                      for m in c] for c in ours]
-            self.fail("DevTools bound %s of the 4 points of a flow (trace kept at %s; in the "
-                      "trace: %s): %s" % ([len(f) for f in viewer], kept[0], near, viewer))
+            self.fail("DevTools bound %s of the 4 points of a flow (in the trace: %s): %s" % (
+                [len(f) for f in viewer], near, viewer))
         points, loop, number, handlers = KINDS[kind]
         tasks = []
         for pid, tid, t0, t1 in jobs:
@@ -121,11 +129,15 @@ class PoolFlows(unittest.TestCase):
                 if m.name in handlers:
                     under = {a.split(".")[-1] for a in m.ancestors()}
                     self.assertTrue(under & set(handlers[m.name]), (where, m, m.ancestors()))
-            # The result is sent from inside the task's slice; the task is received
+            # The result is sent from inside a slice of the task's loop (the one that
+            # ran the job, or one after it with the same task number: a sample between
+            # the job's return and the send whose stack the kernel failed to read can
+            # end the first, 3 runs in 150 beside a CPU hog); the task is received
             # before the job's own first clock reading, on the thread that ran it.
             sent = chain[2]
-            self.assertTrue(loops[0].start_ns <= sent.start_ns < loops[0].end_ns,
-                            (where, sent, loops[0]))
+            around = [s for s in trace.slices if s.tid == tid and s.name == loop and
+                      s.args.get(number) == task and s.start_ns <= sent.start_ns < s.end_ns]
+            self.assertTrue(around, (where, sent, loops[0]))
             self.assertLessEqual(chain[1].start_ns, t0, where)
             self.assertGreaterEqual(sent.start_ns, t1 - 1000, where)
         self.assertEqual(sorted(tasks), list(range(len(jobs))), tasks)
