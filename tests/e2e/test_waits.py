@@ -23,6 +23,9 @@ THREAD_ROOT = ["run", "_bootstrap_inner", "_bootstrap"]
 # the interpreter rarely comes out without Python frames (1 of 56 runs under a CPU hog,
 # cause not found): the exact check starts above that.
 EXACT_US = 200
+# What the CPU clock of a thread counts of each switch back to it before perf stamps the
+# switch-in (see the GIL check): 17 us a wait as a median, 41 at most, measured here.
+SWITCH_IN_NS = 50000
 
 
 def waits_of(stdout):
@@ -93,15 +96,24 @@ class Waits(unittest.TestCase):
                 # under load) starts at the kernel's reading of it, an estimate the
                 # trace says (start_estimated): the thread may have run in between
                 # (2.8 ms once, under a CPU hog), which only such a wait may add.
+                # And each return to the CPU: the thread's clock runs from the moment the
+                # scheduler picks it, perf stamps its switch-in after the switch (and
+                # after the kernel-side reader read the stack of the thread leaving,
+                # 0.5-1.5 us): 17 us a wait as a median, 41 at most, in 80 spans on
+                # 3.10 beside a CPU hog (by the fixture's clock against the trace); once
+                # 1.9 ms over 15 waits, over the fixed allowance alone.
                 estimated = sum(w.dur * 1000 for w in waits if w.args.get("start_estimated"))
                 excess = off - ((t1 - t0) - cpu_ns)
-                allowed = 0.5 * MS + 0.02 * (t1 - t0)
+                allowed = 0.5 * MS + 0.02 * (t1 - t0) + SWITCH_IN_NS * len(waits)
                 self.assertLess(-excess, allowed, (off, t1 - t0, cpu_ns, waits))
                 self.assertLess(excess, allowed + estimated,
-                                ("%d ns more off the CPU than the thread's clock says, %d of "
-                                 "them in waits whose start is estimated: %s"
-                                 % (excess, estimated, "the tool's estimate" if estimated
-                                    else "the tool's fault"),
+                                ("%d ns more off the CPU than the thread's clock says over "
+                                 "%d waits (%d ns a wait), %d of them in waits whose start "
+                                 "is estimated: %s"
+                                 % (excess, len(waits), excess // max(len(waits), 1),
+                                    estimated, "the tool's estimate" if estimated
+                                    else "the tool's fault, or a machine whose context "
+                                    "switches take over %d us" % (SWITCH_IN_NS // 1000)),
                                  off, t1 - t0, cpu_ns, waits, trace.other))
                 # Its GIL waits: "GIL wait" or "GIL handoff" (test_gil checks their
                 # total); with perf alone a wait whose futex address was not seen can
