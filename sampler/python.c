@@ -493,7 +493,11 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	if (!t)
 		return;
 	t->seen_ns = q->time;
-	trial_next(s, t, q->time);
+	pr_debug("sample of %u at %" PRIu64 ": %s %" PRIu64, ids[1], q->time,
+		 !q->py		 ? "not read"
+		 : q->py->kernel ? "read by the kernel"
+				 : "read from outside at",
+		 q->py ? q->py->read_ns : 0);
 	if (q->py && !q->py->kernel && !t->sampled && !t->last_py && s->kernel_samples) {
 		/*
 		 * A new thread's first sample that the kernel left to us: it found no Python
@@ -505,8 +509,18 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		 */
 		q->py->n = 0;
 		s->stats.late_walks++;
-	} else if (q->py && !q->py->kernel &&
-		   !policy_read_prompt(q->time, q->py->read_ns, period_ns(s))) {
+	}
+	/*
+	 * Kept as the thread's latest stack first, whoever read it and when: the trial of
+	 * the sample before (trial_next()) may need it as the first read after that one
+	 * (a sample unread after a long sleep, its read late and fallen, had only the late
+	 * read to go by, in the next job: no Python frames, a pool worker's loop cut).
+	 */
+	if (q->py && q->py->n)
+		remember_py(t, q->py);
+	trial_next(s, t, q->time);
+	if (q->py && q->py->n && !q->py->kernel &&
+	    !policy_read_prompt(q->time, q->py->read_ns, period_ns(s))) {
 		/*
 		 * Read well after the sample (a busy machine, a deep stack): the thread may
 		 * have moved on. Kept whole as the thread's latest stack, for what it was
@@ -514,7 +528,6 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		 * stack read before the sample. With nothing read before (a new thread),
 		 * nothing is known to have held: no Python frames rather than later ones.
 		 */
-		remember_py(t, q->py);
 		trial_open(t, q->time, q->py, q->py);
 		q->py = NULL;
 		s->stats.late_walks++;
@@ -527,9 +540,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 		py_stack_free(q->py);
 		q->py = NULL;
 	}
-	if (q->py) {
-		remember_py(t, q->py);
-	} else {
+	if (!q->py) {
 		/* Not read (gone by the time we looked, or left to the kernel): its latest. */
 		q->py = guess_at(s, t, q->time, false);
 	}

@@ -1,6 +1,9 @@
 /* Whether a stack read from outside for a sample stands for it, decided by what followed. */
 #include "internal.h"
 #include "waitpolicy.h"
+#include "../common/log.h"
+
+#include <inttypes.h>
 
 #include <stdlib.h>
 
@@ -50,6 +53,9 @@ static void trial_decide(struct sampler *s, struct task_state *t, enum policy_ve
 {
 	if (v == POLICY_OPEN)
 		return;
+	pr_debug("trial of %u's sample at %" PRIu64 " (read %" PRIu64 "-%" PRIu64 "%s): %s", t->tid,
+		 t->trial_ns, t->trial_start_ns, t->trial_read_ns, t->late_read ? ", late" : "",
+		 v == POLICY_STANDS ? "stands" : "falls");
 	if (v == POLICY_STANDS && t->late_read) {
 		restack(t, t->late_read);
 		t->late_read = NULL;

@@ -348,6 +348,47 @@ static void test_offcpu__sample_read_after_a_block(void **state)
 	}
 }
 
+/*
+ * A sample unread in time (its read came 11 ms late, in other calls), with only an old
+ * read before it, goes out without Python frames at first; the thread's next sample,
+ * read by the kernel 1 ms after it, brackets it with that old read, and it goes out
+ * with what they share. (A pool worker's sample after a 10 ms sleep had only its late
+ * read, made in the next job, to go by: no frames, the worker's loop cut in two.)
+ */
+static void test_offcpu__unread_sample_bracketed_by_the_next(void **state)
+{
+	struct sampler *s = *state;
+	struct cpython_process *proc = test_python_process(s, PID);
+	struct task_state *t = task_get(s, PID, TID, true);
+	struct py_stack *before = test_py_stack(proc, 3, 0x5111, 1000000, 1100000);
+	struct py_stack *late = test_py_stack(proc, 3, 0x7222, 9000000, 20000000);
+	struct py_stack *next = test_py_stack(proc, 3, 0x5111, 10000000, 10000000);
+	const struct sampler_rec *r;
+
+	assert_non_null(proc);
+	assert_non_null(t);
+	assert_non_null(before);
+	assert_non_null(late);
+	assert_non_null(next);
+	assert_int_equal(hashmap__set(s->roles, 77, (void *)(uintptr_t)ROLE_CLOCK), 0);
+	remember_py(t, before);
+	py_stack_free(before);
+	late->walk_ns = 100000;
+	next->kernel = true;
+	follow(s, read_sample(9000000, late));
+	follow(s, read_sample(10000000, next));
+	r = sampler__next(s);
+	assert_non_null(r);
+	assert_int_equal(r->time_ns, 9000000);
+	assert_int_equal(r->sample.npy, 3);
+	assert_int_equal(r->sample.py_frames[0].code, 0x5111);
+	assert_int_equal(r->sample.py_source, SAMPLER_PY_SHARED);
+	r = sampler__next(s);
+	assert_non_null(r);
+	assert_int_equal(r->time_ns, 10000000);
+	assert_int_equal(r->sample.py_source, SAMPLER_PY_READ);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -365,6 +406,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_offcpu__sample_read_after_a_block, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_offcpu__unread_sample_bracketed_by_the_next,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_offcpu__kernel_saw_the_switch_first, setup,
 						teardown),
 	};
