@@ -105,10 +105,15 @@ class PoolStartUp(BpfTestCase):
                 trace = Trace(out)
                 found += [(label, method, s, s.ancestors()[:4]) for s in trace.slices
                           if s.name == UNREADABLE]
-        # 0 in 62 runs once fixed, and 1 in 20 runs of a build between; 2 allowed
-        # over all the runs here, so that the test says what it saw without failing
-        # on one rare case (the remaining one was not found).
-        self.assertLessEqual(len(found), 2, found)
+        # 0 in 62 runs once fixed, and 1 in 20 runs of a build between. The remaining
+        # rare case (not found) is one frame in a run: 0-2 over the 14 runs here idle,
+        # 3 once beside a CPU hog, each in a run of its own. The bug fixed gave 22 in 20
+        # runs of two of these: allowed, 3 over all the runs, at most 1 in each.
+        per_run = {}
+        for label, method, _, _ in found:
+            per_run[label, method] = per_run.get((label, method), 0) + 1
+        self.assertLessEqual(len(found), 3, found)
+        self.assertLessEqual(max(per_run.values(), default=0), 1, found)
         if found:
             print("note: %s: %s" % (self.id(), found))
 
