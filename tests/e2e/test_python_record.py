@@ -171,8 +171,10 @@ class UnprivilegedComputingPool(unittest.TestCase):
         # Measured on an idle machine: 8-11 slices with 166-441 of ~560 stacks read late;
         # before the generator and wait-policy fixes 29-51 (also on an idle machine).
         # Each split needs a late read its neighbours could not bracket: 2 extra, and one
-        # more per 100 stacks the machine made the tool read late.
-        allowed = len(jobs) + 2 + (counts["late_python_walks"] or 0) // 100
+        # more per 40 stacks the machine made the tool read late: 14 slices with 241
+        # late in a suite run; the old allowance, 1 per 100, failed in 3 of 6 runs of the
+        # previous build and 1 of 6 of this one, beside the sanitizer suite.
+        allowed = len(jobs) + 2 + (counts["late_python_walks"] or 0) // 40
         self.assertLessEqual(sum(pieces.values()), allowed,
                              "slices per job %s, %d allowed (%s)" % (pieces, allowed, counts))
 
