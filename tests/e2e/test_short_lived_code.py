@@ -106,13 +106,15 @@ class PoolStartUp(BpfTestCase):
                 found += [(label, method, s, s.ancestors()[:4]) for s in trace.slices
                           if s.name == UNREADABLE]
         # 0 in 62 runs once fixed, and 1 in 20 runs of a build between. The remaining
-        # rare case (not found) is one frame in a run: 0-2 over the 14 runs here idle,
-        # 3 once beside a CPU hog, each in a run of its own. The bug fixed gave 22 in 20
-        # runs of two of these: allowed, 3 over all the runs, at most 1 in each.
+        # rare case (not found) is one stack in a run (its frames nested, at a worker's
+        # exit once): 0-2 over the 14 runs here idle, 3 once beside a CPU hog, each in a
+        # run of its own. The bug fixed gave 22 in 20 runs of two of these: allowed, 3
+        # stacks over all the runs, at most 1 in each.
+        stacks = {(label, method, s.start_ns) for label, method, s, _ in found}
         per_run = {}
-        for label, method, _, _ in found:
+        for label, method, _ in stacks:
             per_run[label, method] = per_run.get((label, method), 0) + 1
-        self.assertLessEqual(len(found), 3, found)
+        self.assertLessEqual(len(stacks), 3, found)
         self.assertLessEqual(max(per_run.values(), default=0), 1, found)
         if found:
             print("note: %s: %s" % (self.id(), found))
