@@ -122,27 +122,6 @@ static bool generator_running(const struct cpython_layout *l, const struct cpyth
 	return !mem->read(mem->ctx, frame - l->gen_frame_state_back, &state, 1) && state == 0;
 }
 
-#define CO_GENERATOR 0x20
-#define CO_COROUTINE 0x80
-#define CO_ASYNC_GENERATOR 0x200
-
-/*
- * 3.8-3.10: whether @code is a generator's or coroutine's, by its co_flags. A frame
- * object's f_back is cleared at each yield and set again at each resume, before its
- * state says it runs: a read that straddles a resume (a frame across two pages is read
- * page by page) sees it running without a caller (3 of 363 generator slices rooted
- * there in one suite run, 3.10 beside a CPU hog).
- */
-static bool generator_code(const struct cpython_layout *l, const struct cpython_mem *mem,
-			   uint64_t code)
-{
-	int32_t flags;
-
-	if (!l->code_flags || !code || mem->read(mem->ctx, code + l->code_flags, &flags, 4))
-		return false;
-	return flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR);
-}
-
 /*
  * One walk from @frame. Returns the frames read, -EAGAIN when the chain led into a frame
  * that is no longer running (the thread returned from it while we read: what we hold is
@@ -200,6 +179,28 @@ static int code_u64(const struct cpython_mem *mem, const struct walk_reads *r, c
 		return 0;
 	}
 	return cpython_read_u64(mem, code + at, v);
+}
+
+#define CO_GENERATOR 0x20
+#define CO_COROUTINE 0x80
+#define CO_ASYNC_GENERATOR 0x200
+
+/*
+ * 3.8-3.10: whether @code, whose fields are in @span, is a generator's or coroutine's, by
+ * its co_flags (an int: the low half of the 8 bytes there). A frame object's f_back is
+ * cleared at each yield and set again at each resume, before its state says it runs: a
+ * read that straddles a resume (a frame across two pages is read page by page) sees it
+ * running without a caller (3 of 363 generator slices rooted there in one suite run,
+ * 3.10 beside a CPU hog).
+ */
+static bool generator_code(const struct cpython_layout *l, const struct cpython_mem *mem,
+			   const struct walk_reads *r, const uint8_t *span, uint64_t code)
+{
+	uint64_t flags;
+
+	if (!l->code_flags || !code || code_u64(mem, r, span, code, l->code_flags, &flags))
+		return false;
+	return (uint32_t)flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR);
 }
 
 /* The arguments of the frame read into @buf, whose code's fields are in @span. */
@@ -331,8 +332,9 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 	/* A chain that goes on past the limit is deeper than could be read. */
 	*depth = frame ? CPYTHON_WALK_FRAMES + 1 : seen;
 	*generator_root =
-		!frame && (root_owner == OWNED_BY_GENERATOR ||
-			   (n && n == seen && generator_code(l, mem, frames[n - 1].code)));
+		!frame &&
+		(root_owner == OWNED_BY_GENERATOR ||
+		 (n && n == seen && generator_code(l, mem, &r, span, frames[n - 1].code)));
 	return (int)n;
 }
 

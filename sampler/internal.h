@@ -13,6 +13,7 @@
 #include "argstore.h"
 #include "bpf_reader.h"
 #include "launch.h"
+#include "waitpolicy.h"
 #include "ring.h"
 #include "sampler.h"
 
@@ -100,12 +101,13 @@ struct task_state {
 	bool sampled;		       /* a sample of it was followed */
 	/*
 	 * The trial of the latest sample whose stack was read from outside (readtrial.c):
-	 * the sample's time (0: none open), when the read began and ended, its calls
-	 * (hashed), the read itself when it came late (owned; the sample carries a guess
-	 * meanwhile), the wait the thread began after the sample; and the stacks decided
-	 * for samples still queued, by their times, taken as they go out.
+	 * the read as the policy sees it (known: a trial is open; at_ns, the sample), its
+	 * calls (hashed), the read itself when it came late (owned; the sample carries a
+	 * guess meanwhile), the wait the thread began after the sample; and the stacks
+	 * decided for samples still queued, by their times, taken as they go out.
 	 */
-	uint64_t trial_ns, trial_start_ns, trial_read_ns, trial_calls;
+	struct policy_read trial;
+	uint64_t trial_calls;
 	struct py_stack *late_read;
 	uint64_t trial_out_ns;
 	bool trial_blocked;
@@ -417,7 +419,6 @@ void trial_out(struct task_state *t, uint64_t out_ns, bool blocked);
 void trial_in(struct sampler *s, struct task_state *t, uint64_t in_ns);
 void trial_seen(struct sampler *s, struct task_state *t, uint64_t seen_ns,
 		const struct py_stack *ps);
-void trial_forget(struct task_state *t);
 struct py_stack *trial_restacked(struct task_state *t, uint64_t sample_ns);
 
 /* ---- offcpu.c: switch pairing, waits read from outside ---- */

@@ -330,8 +330,11 @@ void order_message(struct sampler *s, struct qrec *q)
 {
 	struct synth_record *sr = (struct synth_record *)q->data;
 	uint64_t key = message_key(&sr->rec);
-	struct message_end *other = hashmap__get(s->message_ends, key);
+	struct message_end *other;
 
+	if (!s->message_ends)
+		return; /* out of memory once: messages go as stamped */
+	other = hashmap__get(s->message_ends, key);
 	if (other && other->sent != sr->rec.message.sent) {
 		if (sr->rec.message.sent && other->pid != sr->rec.pid && q->time > other->time &&
 		    q->time - other->time <= MESSAGE_REORDER_NS &&
@@ -453,7 +456,7 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 			trial_seen(s, t, e->time_ns, ps);
 		}
 		out = ps ? message_record(e, ps) : NULL;
-		if (out && s->message_ends)
+		if (out)
 			order_message(s, out);
 		if (out) {
 			out->seq = q->seq;

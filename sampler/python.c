@@ -410,8 +410,9 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 	t = proc ? hashmap__get(s->tasks, ids[1]) : NULL;
 	if (t) {
 		const struct perf_event_header *hdr = (const void *)q->data;
+		bool preempted = hdr->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT;
 
-		trial_out(t, q->time, !(hdr->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT));
+		trial_out(t, q->time, !preempted);
 		/*
 		 * Only preemptions count as not running (policy windows): a thread preempted
 		 * mid-computation resumes where it was, one that blocked was at a boundary of
@@ -420,7 +421,7 @@ static void track_switch_out(struct sampler *s, struct qrec *q)
 		 * last job (their reads failing as it exited) showed that job again 16-40 ms
 		 * after it ended (test_pool_args, one core busy).
 		 */
-		t->drain_out_ns = (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? q->time : 0;
+		t->drain_out_ns = preempted ? q->time : 0;
 	}
 	q->py = t ? take_kernel_out(s, t, q->time) : NULL;
 	if (t && !q->py && s->bpf) {
@@ -493,11 +494,6 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	if (!t)
 		return;
 	t->seen_ns = q->time;
-	pr_debug("sample of %u at %" PRIu64 ": %s %" PRIu64, ids[1], q->time,
-		 !q->py		 ? "not read"
-		 : q->py->kernel ? "read by the kernel"
-				 : "read from outside at",
-		 q->py ? q->py->read_ns : 0);
 	if (q->py && !q->py->kernel && !t->sampled && !t->last_py && s->kernel_samples) {
 		/*
 		 * A new thread's first sample that the kernel left to us: it found no Python

@@ -1,20 +1,19 @@
 /* Whether a stack read from outside for a sample stands for it, decided by what followed. */
 #include "internal.h"
-#include "waitpolicy.h"
 #include "../common/log.h"
 
 #include <inttypes.h>
-
 #include <stdlib.h>
 
 /*
  * The drainer reads a sample's stack when it gets to the sample, a fraction of a
  * period to a few periods later. What the thread did in between is known only from
  * the records that follow: a wait the read fell inside, a block it came after, the
- * kernel's own read of the thread in between, the thread's next sample. Until then the sample is queued with its read (in time) or with
- * a guess (read late: guess_at()), and the read is on trial here; a verdict that changes
- * the sample's stack is kept in task_state.restacked until the sample goes out
- * (trial_restacked(), from on_sample()), about REORDER_MARGIN_NS after it.
+ * kernel's own read of the thread in between, the thread's next sample. Until then the
+ * sample is queued with its read (in time) or with a guess (read late: guess_at()), and
+ * the read is on trial here; a verdict that changes the sample's stack is kept in
+ * task_state.restacked until the sample goes out (trial_restacked(), from on_sample()),
+ * about REORDER_MARGIN_NS after it.
  */
 
 /* @ps's calls, hashed (FNV-1a over the code of each frame): two reads show the same calls. */
@@ -28,14 +27,14 @@ static uint64_t calls_of(const struct py_stack *ps)
 	return h;
 }
 
-static struct policy_read trial_read(const struct task_state *t)
+/* No trial open any more: a new one, or a verdict. */
+static void trial_forget(struct task_state *t)
 {
-	struct policy_read r = { .known = true,
-				 .at_ns = t->trial_ns,
-				 .start_ns = t->trial_start_ns,
-				 .read_ns = t->trial_read_ns };
-
-	return r;
+	py_stack_free(t->late_read);
+	t->late_read = NULL;
+	t->trial.known = false;
+	t->trial_out_ns = 0;
+	t->trial_blocked = false;
 }
 
 /* The sample on trial goes out with @ps (taken; NULL: with no Python frames). */
@@ -45,7 +44,7 @@ static void restack(struct task_state *t, struct py_stack *ps)
 		ps = calloc(1, sizeof(*ps));
 	if (!ps)
 		return;
-	ps->at_ns = t->trial_ns;
+	ps->at_ns = t->trial.at_ns;
 	py_fifo_push(&t->restacked, ps);
 }
 
@@ -54,40 +53,40 @@ static void trial_decide(struct sampler *s, struct task_state *t, enum policy_ve
 	if (v == POLICY_OPEN)
 		return;
 	pr_debug("trial of %u's sample at %" PRIu64 " (read %" PRIu64 "-%" PRIu64 "%s): %s", t->tid,
-		 t->trial_ns, t->trial_start_ns, t->trial_read_ns, t->late_read ? ", late" : "",
+		 t->trial.at_ns, t->trial.start_ns, t->trial.read_ns, t->late_read ? ", late" : "",
 		 v == POLICY_STANDS ? "stands" : "falls");
 	if (v == POLICY_STANDS && t->late_read) {
 		restack(t, t->late_read);
 		t->late_read = NULL;
-	} else if (v == POLICY_FALLS && !t->late_read) {
-		/* Read in time but after a block: what the reads around the sample share. */
-		restack(t, guess_at(s, t, t->trial_ns, false));
 	} else if (v == POLICY_FALLS) {
 		/*
-		 * Late: the sample carries the guess made when it was followed. Reads made
-		 * since (the kernel's) may bracket it more closely: their guess, if any.
+		 * What the reads around the sample share, those made since included (the
+		 * kernel's, the next sample's). Read in time, the sample goes out with that
+		 * even when it is nothing; read late, it carries the guess made when it was
+		 * followed, replaced only by one.
 		 */
-		struct py_stack *ps = guess_at(s, t, t->trial_ns, false);
+		struct py_stack *ps = guess_at(s, t, t->trial.at_ns, false);
 
-		if (ps)
+		if (ps || !t->late_read)
 			restack(t, ps);
 	}
 	trial_forget(t);
 }
 
 /*
- * The thread's sample at @sample_ns had its stack read from outside, from @start_ns to
- * @read_ns. @late: read too long after it to stand for it unless what follows says so;
- * then @late_read is the read (taken), which the sample does not carry meanwhile. The
- * trial before it, if still open, is decided first (trial_next()).
+ * The thread's sample at @sample_ns had its stack read from outside: @read. Read too
+ * late to stand for the sample unless what follows says so, @late_read is that read
+ * (taken), which the sample does not carry meanwhile; else NULL. The trial before it,
+ * if still open, must have been decided first (trial_next()).
  */
 void trial_open(struct task_state *t, uint64_t sample_ns, const struct py_stack *read,
 		struct py_stack *late_read)
 {
 	trial_forget(t);
-	t->trial_ns = sample_ns;
-	t->trial_start_ns = read->read_ns - read->walk_ns;
-	t->trial_read_ns = read->read_ns;
+	t->trial = (struct policy_read){ .known = true,
+					 .at_ns = sample_ns,
+					 .start_ns = read->read_ns - read->walk_ns,
+					 .read_ns = read->read_ns };
 	t->trial_calls = calls_of(read);
 	t->late_read = late_read;
 }
@@ -95,18 +94,14 @@ void trial_open(struct task_state *t, uint64_t sample_ns, const struct py_stack 
 /* The thread's next sample, at @sample_ns: the trial open, if any, ends now. */
 void trial_next(struct sampler *s, struct task_state *t, uint64_t sample_ns)
 {
-	struct policy_read r;
-
-	if (!t->trial_ns)
-		return;
-	r = trial_read(t);
-	trial_decide(s, t, policy_read_at_next(&r, sample_ns, t->late_read != NULL));
+	if (t->trial.known)
+		trial_decide(s, t, policy_read_at_next(&t->trial, sample_ns, t->late_read != NULL));
 }
 
 /* A switch-out at @out_ns: a wait begins; @blocked: the thread was not preempted. */
 void trial_out(struct task_state *t, uint64_t out_ns, bool blocked)
 {
-	if (!t->trial_ns || out_ns < t->trial_ns)
+	if (!t->trial.known || out_ns < t->trial.at_ns)
 		return;
 	t->trial_out_ns = out_ns;
 	t->trial_blocked = blocked;
@@ -116,12 +111,10 @@ void trial_out(struct task_state *t, uint64_t out_ns, bool blocked)
 void trial_in(struct sampler *s, struct task_state *t, uint64_t in_ns)
 {
 	enum policy_verdict v;
-	struct policy_read r;
 
-	if (!t->trial_ns || !t->trial_out_ns)
+	if (!t->trial.known || !t->trial_out_ns)
 		return;
-	r = trial_read(t);
-	v = policy_read_after_wait(&r, t->trial_out_ns, in_ns, t->trial_blocked);
+	v = policy_read_after_wait(&t->trial, t->trial_out_ns, in_ns, t->trial_blocked);
 	s->stats.reads_after_blocks += v == POLICY_FALLS;
 	trial_decide(s, t, v);
 	t->trial_out_ns = 0;
@@ -132,24 +125,12 @@ void trial_seen(struct sampler *s, struct task_state *t, uint64_t seen_ns,
 		const struct py_stack *ps)
 {
 	enum policy_verdict v;
-	struct policy_read r;
 
-	if (!t->trial_ns || !ps)
+	if (!t->trial.known)
 		return;
-	r = trial_read(t);
-	v = policy_read_seen_between(&r, seen_ns, calls_of(ps) == t->trial_calls);
+	v = policy_read_seen_between(&t->trial, seen_ns, calls_of(ps) == t->trial_calls);
 	s->stats.reads_overtaken += v == POLICY_FALLS;
 	trial_decide(s, t, v);
-}
-
-/* No trial open any more (a new one, a verdict, the thread's image replaced). */
-void trial_forget(struct task_state *t)
-{
-	py_stack_free(t->late_read);
-	t->late_read = NULL;
-	t->trial_ns = 0;
-	t->trial_out_ns = 0;
-	t->trial_blocked = false;
 }
 
 /*
@@ -158,5 +139,5 @@ void trial_forget(struct task_state *t)
  */
 struct py_stack *trial_restacked(struct task_state *t, uint64_t sample_ns)
 {
-	return t->restacked.count ? py_fifo_take(&t->restacked, sample_ns, 1) : NULL;
+	return py_fifo_take(&t->restacked, sample_ns, 1);
 }

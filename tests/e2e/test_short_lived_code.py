@@ -107,8 +107,8 @@ class PoolStartUp(BpfTestCase):
                           if s.name == UNREADABLE]
         # 0 in 62 runs once fixed, and 1 in 20 runs of a build between. The remaining
         # rare case (not found) is one stack in a run (its frames nested, at a worker's
-        # exit once): 0-2 over the 14 runs here idle, 3 once beside a CPU hog, each in a
-        # run of its own. The bug fixed gave 22 in 20 runs of two of these: allowed, 3
+        # exit once): 0-1 over the 14 runs here in each of 9 idle runs of this test (this
+        # build and the one before), 3 once beside a CPU hog, each in a run of its own. The bug fixed gave 22 in 20 runs of two of these: allowed, 3
         # stacks over all the runs, at most 1 in each.
         stacks = {(label, method, s.start_ns) for label, method, s, _ in found}
         per_run = {}

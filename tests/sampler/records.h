@@ -92,6 +92,18 @@ static inline struct py_stack *test_py_stack(struct cpython_process *proc, uint3
 	return ps;
 }
 
+/* Keeps, as remember_py() does, a stack of 3 of @proc's frames read for @at_ns at @read_ns. */
+static inline void test_remember(struct task_state *t, struct cpython_process *proc, uint64_t leaf,
+				 uint64_t at_ns, uint64_t read_ns)
+{
+	struct py_stack *ps = test_py_stack(proc, 3, leaf, at_ns, read_ns);
+
+	if (!ps)
+		abort();
+	remember_py(t, ps);
+	py_stack_free(ps);
+}
+
 /* A record being built, @len bytes so far. */
 struct builder {
 	uint8_t buf[4096];

@@ -254,17 +254,13 @@ static void test_offcpu__late_read_inside_the_wait(void **state)
 	for (inside = 1; inside >= 0; inside--) {
 		uint64_t base = (1 - inside) * 10000000ULL;
 		/* Read for a sample at 1 ms in time; for one at 1.9 ms at 2.6-2.65 ms. */
-		struct py_stack *before =
-			test_py_stack(proc, 3, 0x5111, base + 1000000, base + 1100000);
 		struct py_stack *late =
 			test_py_stack(proc, 3, 0x7222, base + 1900000, base + 2650000);
 
-		assert_non_null(before);
 		assert_non_null(late);
 		late->walk_ns = 50000;
-		remember_py(t, before);
+		test_remember(t, proc, 0x5111, base + 1000000, base + 1100000);
 		remember_py(t, late);
-		py_stack_free(before);
 		py_stack_free(late);
 		follow(s,
 		       switch_rec(PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
@@ -315,16 +311,12 @@ static void test_offcpu__sample_read_after_a_block(void **state)
 	assert_non_null(t);
 	for (blocked = 1; blocked >= 0; blocked--) {
 		uint64_t base = (1 - blocked) * 10000000ULL;
-		struct py_stack *before =
-			test_py_stack(proc, 3, 0x5111, base + 1000000, base + 1100000);
 		struct py_stack *read =
 			test_py_stack(proc, 3, 0x7222, base + 2000000, base + 2600000);
 
-		assert_non_null(before);
 		assert_non_null(read);
 		read->walk_ns = 100000;
-		remember_py(t, before);
-		py_stack_free(before);
+		test_remember(t, proc, 0x5111, base + 1000000, base + 1100000);
 		/* As track_sample() keeps a read made in time. */
 		remember_py(t, read);
 		trial_open(t, base + 2000000, read, NULL);
@@ -360,19 +352,16 @@ static void test_offcpu__unread_sample_bracketed_by_the_next(void **state)
 	struct sampler *s = *state;
 	struct cpython_process *proc = test_python_process(s, PID);
 	struct task_state *t = task_get(s, PID, TID, true);
-	struct py_stack *before = test_py_stack(proc, 3, 0x5111, 1000000, 1100000);
 	struct py_stack *late = test_py_stack(proc, 3, 0x7222, 9000000, 20000000);
 	struct py_stack *next = test_py_stack(proc, 3, 0x5111, 10000000, 10000000);
 	const struct sampler_rec *r;
 
 	assert_non_null(proc);
 	assert_non_null(t);
-	assert_non_null(before);
 	assert_non_null(late);
 	assert_non_null(next);
 	assert_int_equal(hashmap__set(s->roles, 77, (void *)(uintptr_t)ROLE_CLOCK), 0);
-	remember_py(t, before);
-	py_stack_free(before);
+	test_remember(t, proc, 0x5111, 1000000, 1100000);
 	late->walk_ns = 100000;
 	next->kernel = true;
 	follow(s, read_sample(9000000, late));

@@ -100,19 +100,13 @@ static void test_python__guess_read_after_the_switch(void **state)
 	struct cpython_process *proc;
 	struct task_state *t;
 	struct sampler *s = one_thread(&proc, &t);
-	struct py_stack *ps;
 
 	(void)state;
 	/* Read in time: the spin loop's stack, read 0.1 ms after its sample. */
-	ps = test_py_stack(proc, 3, 0x5111, 1000000, 1100000);
-	assert_non_null(ps);
-	remember_py(t, ps);
-	py_stack_free(ps);
+	test_remember(t, proc, 0x5111, 1000000, 1100000);
 	assert_guess(s, t, 1500000, 3, 0x5111, 0);
 	/* The next sample (in the loop still) read at 2.6 ms, in the call after the loop. */
-	ps = test_py_stack(proc, 3, 0x7222, 2000000, 2600000);
-	remember_py(t, ps);
-	py_stack_free(ps);
+	test_remember(t, proc, 0x7222, 2000000, 2600000);
 	/* A switch-out at 2.3 ms: the loop or the later call, unknown; their caller held. */
 	assert_guess(s, t, 2300000, 2, 0x1001, 0);
 	/* At 2.7 ms, after the read: all of it. */
@@ -121,16 +115,12 @@ static void test_python__guess_read_after_the_switch(void **state)
 	 * The one before read after the switch-out too (a drainer a period behind): the
 	 * first read after it and the latest before it (at 2.6 and 1.1 ms) bracket it.
 	 */
-	ps = test_py_stack(proc, 3, 0x7222, 2500000, 2900000);
-	remember_py(t, ps);
-	py_stack_free(ps);
+	test_remember(t, proc, 0x7222, 2500000, 2900000);
 	assert_guess(s, t, 2550000, 2, 0x1001, 2600000);
 	/* Only the one-sided guess's window after the latest read: nothing known past it. */
 	assert_null(guess_at(s, t, 2500000 + 4000001, false));
 	/* Reads more than 10 ms apart bracket nothing (a call could have been made again). */
-	ps = test_py_stack(proc, 3, 0x7222, 20000000, 20500000);
-	remember_py(t, ps);
-	py_stack_free(ps);
+	test_remember(t, proc, 0x7222, 20000000, 20500000);
 	assert_null(guess_at(s, t, 15000000, false));
 	/* Before every read kept (the one at 1.1 ms is the oldest): nothing known. */
 	assert_null(guess_at(s, t, 1050000, false));
@@ -147,19 +137,12 @@ static void test_python__guess_nearest_reads(void **state)
 	struct cpython_process *proc;
 	struct task_state *t;
 	struct sampler *s = one_thread(&proc, &t);
-	struct py_stack *ps;
 
 	(void)state;
-	ps = test_py_stack(proc, 3, 0x5111, 800000, 900000);
-	remember_py(t, ps);
-	py_stack_free(ps);
+	test_remember(t, proc, 0x5111, 800000, 900000);
 	/* The sample at 1 ms read at 3.5 ms, in other calls; the kernel's read at 1.5 ms. */
-	ps = test_py_stack(proc, 3, 0x7222, 1000000, 3500000);
-	remember_py(t, ps);
-	py_stack_free(ps);
-	ps = test_py_stack(proc, 3, 0x5111, 1500000, 1500000);
-	remember_py(t, ps);
-	py_stack_free(ps);
+	test_remember(t, proc, 0x7222, 1000000, 3500000);
+	test_remember(t, proc, 0x5111, 1500000, 1500000);
 	assert_guess(s, t, 1000000, 3, 0x5111, 1500000);
 	/* After 1.5 ms, before 3.5: the kernel's is the latest before, the late one after. */
 	assert_guess(s, t, 2000000, 2, 0x1001, 3500000);
@@ -295,29 +278,27 @@ static void read_for(struct task_state *t, struct cpython_process *proc, uint64_
 
 /*
  * The frames the sample at @sample_ns goes out with if its trial changed them (taken):
- * -1 unchanged, else how many, the innermost's code in *@leaf.
+ * -1 unchanged, else how many, the innermost's code in *@leaf, and in *@read whether
+ * they are the read itself (a late read that stood) rather than a guess.
  */
-static int restacked(struct task_state *t, uint64_t sample_ns, uint64_t *leaf)
+static int restacked(struct task_state *t, uint64_t sample_ns, uint64_t *leaf, bool *read)
 {
 	struct py_stack *ps = trial_restacked(t, sample_ns);
 	int n = ps ? (int)ps->n : -1;
 
 	*leaf = ps && ps->n ? ps->frames[0].code : 0;
+	*read = ps && ps->source == SAMPLER_PY_READ;
 	py_stack_free(ps);
 	return n;
 }
 
-/*
- * Whether the late read for the sample at @sample_ns stood (taken): it goes out with that
- * read. A read that fell leaves it its guess, or one made again from the reads since.
- */
+/* Whether the sample at @sample_ns goes out with its late read (taken): it stood. */
 static bool stood(struct task_state *t, uint64_t sample_ns)
 {
-	struct py_stack *ps = trial_restacked(t, sample_ns);
-	bool read = ps && ps->n && ps->source == SAMPLER_PY_READ;
+	uint64_t leaf;
+	bool read;
 
-	py_stack_free(ps);
-	return read;
+	return restacked(t, sample_ns, &leaf, &read) > 0 && read;
 }
 
 /* A wait from @out_ns to @in_ns, as python.c follows its switches. */
@@ -340,15 +321,17 @@ static void test_python__late_read_mended(void **state)
 	struct task_state *t;
 	struct sampler *s = one_thread(&proc, &t);
 	uint64_t leaf;
+	bool read;
 
 	(void)state;
 	/* Sample at 1 ms, switched out at 1.4 ms, read at 3.4-3.5 ms, back on at 4 ms. */
 	read_for(t, proc, 1000000, 3500000, 0x5111, true);
 	wait_for(s, t, 1400000, 4000000, true);
-	assert_int_equal(restacked(t, 500000, &leaf), -1); /* an earlier sample's */
-	assert_int_equal(restacked(t, 1000000, &leaf), 3);
+	assert_int_equal(restacked(t, 500000, &leaf, &read), -1); /* an earlier sample's */
+	assert_int_equal(restacked(t, 1000000, &leaf, &read), 3);
+	assert_true(read);
 	assert_int_equal(leaf, 0x5111);
-	assert_int_equal(restacked(t, 1000000, &leaf), -1); /* taken */
+	assert_int_equal(restacked(t, 1000000, &leaf, &read), -1); /* taken */
 	/* Preempted, back on at 7.45 ms, before the read ended: the thread had run again. */
 	read_for(t, proc, 5000000, 7500000, 0x5111, true);
 	wait_for(s, t, 5400000, 7450000, false);
@@ -357,14 +340,15 @@ static void test_python__late_read_mended(void **state)
 	 * sample (samples fire on its CPU time), the read may be of the later one.
 	 */
 	read_for(t, proc, 9000000, 11500000, 0x5111, true);
-	assert_int_equal(restacked(t, 5000000, &leaf), -1);
+	assert_int_equal(restacked(t, 5000000, &leaf, &read), -1);
 	trial_next(s, t, 10000000);
 	wait_for(s, t, 10400000, 12000000, true);
 	assert_false(stood(t, 9000000));
 	/* The next sample after the read ended: less than a period of running: it stands. */
 	read_for(t, proc, 20000000, 23500000, 0x5111, true);
 	trial_next(s, t, 24000000);
-	assert_int_equal(restacked(t, 20000000, &leaf), 3);
+	assert_int_equal(restacked(t, 20000000, &leaf, &read), 3);
+	assert_true(read);
 	sampler__free(s);
 }
 
@@ -382,31 +366,33 @@ static void test_python__read_after_a_block_falls(void **state)
 	struct sampler *s = one_thread(&proc, &t);
 	struct sampler_stats st;
 	uint64_t leaf;
+	bool read;
 
 	(void)state;
 	/* Read at 1.1 ms; the sample at 2 ms read in time at 2.5-2.6 ms, after a block. */
 	read_for(t, proc, 1000000, 1100000, 0x5111, false);
 	trial_next(s, t, 2000000);
-	assert_int_equal(restacked(t, 1000000, &leaf), -1);
+	assert_int_equal(restacked(t, 1000000, &leaf, &read), -1);
 	read_for(t, proc, 2000000, 2600000, 0x7222, false);
 	wait_for(s, t, 2200000, 2400000, true);
-	assert_int_equal(restacked(t, 2000000, &leaf), 2);
+	assert_int_equal(restacked(t, 2000000, &leaf, &read), 2);
+	assert_false(read);
 	assert_int_equal(leaf, 0x1001);
 	/* The same preempted: it stands (nothing changes at the next sample). */
 	read_for(t, proc, 3000000, 3600000, 0x7222, false);
 	wait_for(s, t, 3200000, 3400000, false);
 	trial_next(s, t, 4000000);
-	assert_int_equal(restacked(t, 3000000, &leaf), -1);
+	assert_int_equal(restacked(t, 3000000, &leaf, &read), -1);
 	/* Made inside the block: stands. */
 	read_for(t, proc, 4000000, 4600000, 0x7222, false);
 	wait_for(s, t, 4200000, 4800000, true);
 	trial_next(s, t, 5000000);
-	assert_int_equal(restacked(t, 4000000, &leaf), -1);
+	assert_int_equal(restacked(t, 4000000, &leaf, &read), -1);
 	/* Begun before the block: the thread was still running, as any read of it. */
 	read_for(t, proc, 5000000, 5300000, 0x7222, false);
 	wait_for(s, t, 5250000, 5400000, true);
 	trial_next(s, t, 6000000);
-	assert_int_equal(restacked(t, 5000000, &leaf), -1);
+	assert_int_equal(restacked(t, 5000000, &leaf, &read), -1);
 	/* Late, after a block, ended before the next sample: falls (it stood before). */
 	read_for(t, proc, 7000000, 9600000, 0x7222, true);
 	wait_for(s, t, 7200000, 9000000, true);
@@ -432,6 +418,7 @@ static void test_python__read_overtaken_falls(void **state)
 	struct py_stack *same = test_py_stack(proc, 3, 0x7222, 4400000, 4400000);
 	struct sampler_stats st;
 	uint64_t leaf;
+	bool read;
 
 	(void)state;
 	assert_non_null(seen);
@@ -447,11 +434,12 @@ static void test_python__read_overtaken_falls(void **state)
 	read_for(t, proc, 4000000, 4600000, 0x7222, false);
 	trial_seen(s, t, 4400000, same);
 	trial_next(s, t, 5000000);
-	assert_int_equal(restacked(t, 4000000, &leaf), -1);
+	assert_int_equal(restacked(t, 4000000, &leaf, &read), -1);
 	/* In time; other calls seen in between: what the reads around it share. */
 	read_for(t, proc, 6000000, 6600000, 0x8444, false);
 	trial_seen(s, t, 6100000, seen);
-	assert_int_equal(restacked(t, 6000000, &leaf), 2);
+	assert_int_equal(restacked(t, 6000000, &leaf, &read), 2);
+	assert_false(read);
 	assert_int_equal(leaf, 0x1001);
 	/* Seen after the read began, or before the sample: says nothing of it. */
 	read_for(t, proc, 7000000, 7600000, 0x7222, false);
