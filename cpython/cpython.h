@@ -199,7 +199,6 @@ struct cpython_code_entry {
 	uint64_t code, fingerprint;
 	bool unreadable;
 	struct cpython_code info;
-	uint32_t user; /* free for the caller: symbolize/ keeps a frame id here */
 	struct cpython_code_entry *older; /* earlier code objects at the same address */
 };
 

@@ -16,7 +16,9 @@ struct symbolizer {
 	struct frame_table *frames;
 	uint32_t max_native;
 	struct hashmap *processes; /* pid -> struct addrspace (a reference) */
-	struct image_set *images;  /* ELF files, shared by the processes that map them */
+	/* pid -> its Python code objects' frame ids, by (code, fingerprint) (python.c) */
+	struct hashmap *python_names;
+	struct image_set *images; /* ELF files, shared by the processes that map them */
 	struct kernel_syms *kernel;
 	char vdso_path[64];	     /* a memfd holding the vDSO image, "" until made */
 	bool native;		     /* interleave native frames with Python's */
@@ -102,6 +104,9 @@ uint32_t image__name(struct image *img, struct frame_table *frames, uint64_t add
 /* Python frames of @rec, root first, into @frames. Count or -errno. */
 int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct trace_frame *frames,
 		  uint32_t max);
+/* Forgets the names of process @pid's code objects: it exited, or runs another program. */
+void python_forget(struct symbolizer *sym, pid_t pid);
+void python_names_free(struct symbolizer *sym);
 
 /* Kernel symbols from /proc/kallsyms; NULL when unreadable or hidden (kptr_restrict). */
 struct kernel_syms *kernel_syms__load(void);

@@ -187,6 +187,70 @@ static uint32_t frame_args(struct symbolizer *sym, const struct sampler_rec *rec
 	return id;
 }
 
+/*
+ * A code object's frame id, remembered per process by its address and fingerprint: the
+ * sampler's cache of code objects is its own, and outlives no process. (A forked child
+ * interns its parent's code objects again, once each: the frame table keeps one id.)
+ */
+struct python_name {
+	uint64_t code, fingerprint;
+	uint32_t id;
+};
+
+static uint64_t name_key(uint64_t code, uint64_t fingerprint)
+{
+	return code ^ (fingerprint * 0x9e3779b97f4a7c15ULL);
+}
+
+static void free_names(void *names)
+{
+	hashmap__free_all(names, free);
+}
+
+void python_forget(struct symbolizer *sym, pid_t pid)
+{
+	free_names(hashmap__remove(sym->python_names, (uint64_t)pid));
+}
+
+void python_names_free(struct symbolizer *sym)
+{
+	hashmap__free_all(sym->python_names, free_names);
+}
+
+static uint32_t code_frame(struct symbolizer *sym, pid_t pid, const struct cpython_code_entry *e)
+{
+	struct frame_info info = { e->info.name, e->info.filename, e->info.firstlineno,
+				   FRAME_PYTHON };
+	struct hashmap *names = hashmap__get(sym->python_names, (uint64_t)pid);
+	uint64_t key = name_key(e->code, e->fingerprint);
+	struct python_name *n;
+	uint32_t id;
+
+	if (!names) {
+		names = hashmap__new();
+		if (names && hashmap__set(sym->python_names, (uint64_t)pid, names)) {
+			hashmap__free(names);
+			names = NULL;
+		}
+	}
+	n = names ? hashmap__get(names, key) : NULL;
+	if (n && n->code == e->code && n->fingerprint == e->fingerprint)
+		return n->id;
+	/* Not kept (no memory, or a key two code objects share) costs a lookup by name. */
+	id = frame_table__intern(sym->frames, &info);
+	if (!id || !names)
+		return id;
+	if (!n) {
+		n = malloc(sizeof(*n));
+		if (!n || hashmap__set(names, key, n)) {
+			free(n);
+			return id;
+		}
+	}
+	*n = (struct python_name){ e->code, e->fingerprint, id };
+	return id;
+}
+
 int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct trace_frame *frames,
 		  uint32_t max)
 {
@@ -205,13 +269,7 @@ int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct 
 			frames[i].func = unreadable(sym);
 			frames[i].line = 0;
 		} else {
-			if (!e->user) {
-				struct frame_info info = { e->info.name, e->info.filename,
-							   e->info.firstlineno, FRAME_PYTHON };
-
-				e->user = frame_table__intern(sym->frames, &info);
-			}
-			frames[i].func = e->user;
+			frames[i].func = code_frame(sym, rec->pid, e);
 			frames[i].line =
 				cpython_line(proc->layout.lines, e->info.linetable,
 					     e->info.linetable_len, e->info.firstlineno, f->lasti);

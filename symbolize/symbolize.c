@@ -21,10 +21,11 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts, struct fr
 			? opts->max_native_frames
 			: SYMBOLIZE_MAX_NATIVE_FRAMES;
 	sym->processes = hashmap__new();
+	sym->python_names = hashmap__new();
 	sym->images = image_set__new();
 	sym->scratch = calloc(SYMBOLIZE_MAX_NATIVE_FRAMES, sizeof(*sym->scratch));
 	sym->native = opts->native;
-	if (!sym->processes || !sym->images || !sym->scratch) {
+	if (!sym->processes || !sym->python_names || !sym->images || !sym->scratch) {
 		symbolizer__free(sym);
 		errno = ENOMEM;
 		return NULL;
@@ -46,6 +47,7 @@ void symbolizer__free(struct symbolizer *sym)
 		return;
 	/* The processes first: they hold references to the images. */
 	hashmap__free_all(sym->processes, put_addrspace_value);
+	python_names_free(sym);
 	image_set__free(sym->images);
 	free(sym->scratch);
 	free(sym->args_seen);
@@ -70,6 +72,7 @@ static struct addrspace *process_addrspace(struct symbolizer *sym, pid_t pid)
 static void forget_process(struct symbolizer *sym, pid_t pid)
 {
 	native_addrspace_put(hashmap__remove(sym->processes, (uint64_t)pid));
+	python_forget(sym, pid);
 }
 
 int symbolizer__track(struct symbolizer *sym, const struct sampler_rec *rec)
