@@ -432,6 +432,8 @@ void take_kernel_event(void *ctx, const struct pytrace_event *e);
 struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q);
 struct py_stack *take_kernel_out(struct sampler *s, struct task_state *t, uint64_t out_time);
 void order_message(struct sampler *s, struct qrec *q);
+/* Message ends waiting for their other end past which the old ones are forgotten. */
+#define MESSAGE_ENDS_MAX 4096
 
 /* ---- handout.c: records as callers see them ---- */
 void release_held(struct sampler *s);

@@ -309,13 +309,39 @@ struct message_end {
 #define MESSAGE_WRITE_LEAD_NS 1000
 /* ... when the read came at most this long before the write's end (a writer preempted). */
 #define MESSAGE_REORDER_NS 10000000ULL
-/* Messages whose other end never came (a process killed) are forgotten past this many. */
-#define MESSAGE_ENDS_MAX 4096
 
 static uint64_t message_key(const struct sampler_rec *r)
 {
 	return ((uint64_t)r->message.job * 0x9e3779b97f4a7c15ULL) ^
 	       ((uint64_t)r->message.task * 0xc2b2ae3d27d4eb4fULL) ^ (uint64_t)r->message.kind;
+}
+
+/*
+ * Forgets the ends older than the window before @now (they would move no write now):
+ * those whose other end never came, a process killed or a message the kernel missed.
+ * All of them if that leaves too many (a window's worth: not seen in any pool).
+ */
+static void forget_old_ends(struct sampler *s, uint64_t now)
+{
+	struct hashmap *young = hashmap__new();
+	size_t cursor = 0;
+	uint64_t key;
+	void *value;
+
+	while (hashmap__next(s->message_ends, &cursor, &key, &value)) {
+		struct message_end *end = value;
+
+		if (young && end->time + MESSAGE_REORDER_NS >= now &&
+		    !hashmap__set(young, key, end))
+			continue;
+		free(end);
+	}
+	hashmap__free(s->message_ends);
+	s->message_ends = young;
+	if (young && hashmap__count(young) >= MESSAGE_ENDS_MAX) {
+		hashmap__free_all(young, free);
+		s->message_ends = hashmap__new();
+	}
 }
 
 /*
@@ -346,8 +372,7 @@ void order_message(struct sampler *s, struct qrec *q)
 		return;
 	}
 	if (hashmap__count(s->message_ends) >= MESSAGE_ENDS_MAX) {
-		hashmap__free_all(s->message_ends, free);
-		s->message_ends = hashmap__new();
+		forget_old_ends(s, q->time);
 		if (!s->message_ends)
 			return;
 	}

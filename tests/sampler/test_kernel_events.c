@@ -305,6 +305,30 @@ static void test_kernel_events__write_before_its_read(void **state)
 	sampler__free(s);
 }
 
+/*
+ * Ends whose other end never came are forgotten by age when too many wait: a pair whose
+ * read came just before is still followed (all were dropped at once before).
+ */
+static void test_kernel_events__old_ends_forgotten_first(void **state)
+{
+	struct sampler *s = test_sampler();
+	struct sampler_stats st;
+	int64_t task;
+
+	(void)state;
+	assert_non_null(s);
+	/* Reads of results whose writes were never seen, a second ago. */
+	for (task = 1000; task < 1000 + MESSAGE_ENDS_MAX - 1; task++)
+		ordered(s, message(10, false, task, 1000000000 + (uint64_t)task));
+	assert_int_equal(ordered(s, message(10, false, 4, 2000000000)), 2000000000);
+	/* One more unmatched end: over the bound. */
+	assert_int_equal(ordered(s, message(10, false, 5, 2000005000)), 2000005000);
+	assert_int_equal(ordered(s, message(20, true, 4, 2000018000)), 1999999000);
+	sampler__stats(s, &st);
+	assert_int_equal(st.messages_restamped, 1);
+	sampler__free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -312,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_events__args_out_of_bounds),
 		cmocka_unit_test(test_kernel_events__args_room_ran_out),
 		cmocka_unit_test(test_kernel_events__write_before_its_read),
+		cmocka_unit_test(test_kernel_events__old_ends_forgotten_first),
 	};
 
 	return cmocka_run_group_tests_name("kernel_events", tests, NULL, NULL);
