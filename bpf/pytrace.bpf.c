@@ -24,9 +24,10 @@ const volatile __u8 pass_samples = 0;
 const volatile struct pytrace_kernel_offsets kernel_offsets = { 0 };
 
 /*
- * The two hash maps are not preallocated: a preallocated 65,536-entry map took 12-18 ms
- * to create, a third of the start-up left. Tracing programs may use such maps since
- * Linux 6.1; an element that cannot be had in a hurry is looked for again next time.
+ * The hash maps are not preallocated: a preallocated 65,536-entry map took 12-18 ms to
+ * create, a third of the start-up left (the third map, preallocated again by mistake,
+ * cost 7.6 ms of the time to the command's start). Tracing programs may use such maps
+ * since Linux 6.1; an element that cannot be had in a hurry is looked for again next time.
  */
 
 /* tgid -> how to walk it; filled by user space when it finds CPython in a process. */
@@ -47,9 +48,14 @@ struct {
 	__type(value, __u64);
 } tstates SEC(".maps");
 
-/* tgids of the traced tree: set by user space for its roots, followed here at fork. */
+/*
+ * tgids of the traced tree: set by user space for its roots, followed here at fork.
+ * Not a child followed for want of an element costs only its exit status (then read
+ * from /proc, if still there).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, __u8);
