@@ -217,14 +217,10 @@ void python_names_free(struct symbolizer *sym)
 	hashmap__free_all(sym->python_names, free_names);
 }
 
-static uint32_t code_frame(struct symbolizer *sym, pid_t pid, const struct cpython_code_entry *e)
+/* Process @pid's map of names, made on its first Python frame; NULL without memory. */
+static struct hashmap *names_of(struct symbolizer *sym, pid_t pid)
 {
-	struct frame_info info = { e->info.name, e->info.filename, e->info.firstlineno,
-				   FRAME_PYTHON };
 	struct hashmap *names = hashmap__get(sym->python_names, (uint64_t)pid);
-	uint64_t key = name_key(e->code, e->fingerprint);
-	struct python_name *n;
-	uint32_t id;
 
 	if (!names) {
 		names = hashmap__new();
@@ -233,7 +229,19 @@ static uint32_t code_frame(struct symbolizer *sym, pid_t pid, const struct cpyth
 			names = NULL;
 		}
 	}
-	n = names ? hashmap__get(names, key) : NULL;
+	return names;
+}
+
+/* @e's frame id, kept in @names (NULL: interned by name each time). */
+static uint32_t code_frame(struct symbolizer *sym, struct hashmap *names,
+			   const struct cpython_code_entry *e)
+{
+	struct frame_info info = { e->info.name, e->info.filename, e->info.firstlineno,
+				   FRAME_PYTHON };
+	uint64_t key = name_key(e->code, e->fingerprint);
+	struct python_name *n = names ? hashmap__get(names, key) : NULL;
+	uint32_t id;
+
 	if (n && n->code == e->code && n->fingerprint == e->fingerprint)
 		return n->id;
 	/* Not kept (no memory, or a key two code objects share) costs a lookup by name. */
@@ -256,6 +264,7 @@ int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct 
 {
 	struct cpython_process *proc = rec->sample.python;
 	uint32_t i, n = rec->sample.npy < max ? rec->sample.npy : max;
+	struct hashmap *names = n ? names_of(sym, (pid_t)rec->pid) : NULL;
 
 	/* Innermost first from the target; root first in the trace. */
 	for (i = 0; i < n; i++) {
@@ -269,7 +278,7 @@ int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct 
 			frames[i].func = unreadable(sym);
 			frames[i].line = 0;
 		} else {
-			frames[i].func = code_frame(sym, rec->pid, e);
+			frames[i].func = code_frame(sym, names, e);
 			frames[i].line =
 				cpython_line(proc->layout.lines, e->info.linetable,
 					     e->info.linetable_len, e->info.firstlineno, f->lasti);

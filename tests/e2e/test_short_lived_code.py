@@ -6,6 +6,7 @@ with its file, and each class body by its name, with no "[unreadable Python fram
 while the fixture imports: as root on every interpreter; without root (stacks read from
 outside ~1 ms after their sample) a few can still be missed, within stated bounds, and
 the test says how many."""
+import collections
 import os
 import subprocess
 import unittest
@@ -108,12 +109,11 @@ class PoolStartUp(BpfTestCase):
         # 0 in 62 runs once fixed, and 1 in 20 runs of a build between. The remaining
         # rare case (not found) is one stack in a run (its frames nested, at a worker's
         # exit once): 0-1 over the 14 runs here in each of 9 idle runs of this test (this
-        # build and the one before), 3 once beside a CPU hog, each in a run of its own. The bug fixed gave 22 in 20 runs of two of these: allowed, 3
-        # stacks over all the runs, at most 1 in each.
+        # build and the one before), 3 once beside a CPU hog, each in a run of its own.
+        # The bug fixed gave 22 in 20 runs of two of these: allowed, 3 stacks over all
+        # the runs, at most 1 in each.
         stacks = {(label, method, s.start_ns) for label, method, s, _ in found}
-        per_run = {}
-        for label, method, _ in stacks:
-            per_run[label, method] = per_run.get((label, method), 0) + 1
+        per_run = collections.Counter((label, method) for label, method, _ in stacks)
         self.assertLessEqual(len(stacks), 3, found)
         self.assertLessEqual(max(per_run.values(), default=0), 1, found)
         if found:

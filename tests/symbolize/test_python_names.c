@@ -121,24 +121,12 @@ static void test_python_names__another_program_named_afresh(void **state)
 	assert_string_equal(name_in(f, 20, &work), "work");
 }
 
-static void test_python_names__one_frame_id_across_processes(void **state)
-{
-	struct fixture *f = *state;
-	struct cpython_code_entry work = entry(0x3000, 5, "shared");
-	const char *first = name_in(f, 30, &work);
-
-	/* A forked child's code object is its parent's: one name in the frame table. */
-	assert_ptr_equal(name_in(f, 31, &work), first);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_python_names__names_kept_per_process, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_python_names__another_program_named_afresh,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_python_names__one_frame_id_across_processes,
 						setup, teardown),
 	};
 
