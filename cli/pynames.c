@@ -7,8 +7,9 @@
  * often in a process's first second, where a pool worker forked with its parent's
  * names ("MainProcess") renames itself as it starts.
  *
- * The reads use a copy of the sampler's view of the interpreter (same addresses,
- * cpython_process__fork()), so nothing here shares state with the drainer thread.
+ * The reads use a reader of our own, made from where the records say the interpreter
+ * is (its runtime's address and version): nothing here shares state with the sampler,
+ * whose drainer thread changes its own readers meanwhile.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,12 +25,13 @@
 #define PYNAMES_MAX_THREADS 256
 
 struct pynames_proc {
-	struct cpython_process *python; /* our own copy */
-	const void *from;		/* of the sampler's, compared only: exec'd since? */
-	uint64_t first_ns, read_ns;	/* first seen, last read */
-	struct hashmap *named;		/* tids we gave a Python name */
-	char *base;			/* the process's name before we added to it */
-	char *shown;			/* what we last set it to */
+	struct cpython_process *python; /* our own reader */
+	uint64_t runtime;		/* where the records said it is: exec'd since? */
+	unsigned minor;
+	uint64_t first_ns, read_ns; /* first seen, last read */
+	struct hashmap *named;	    /* tids we gave a Python name */
+	char *base;		    /* the process's name before we added to it */
+	char *shown;		    /* what we last set it to */
 };
 
 static void proc_free(void *value)
@@ -104,29 +106,33 @@ void pynames__gone(struct session *s, uint32_t pid)
 static void read_names(struct session *s, struct pynames_proc *p, uint32_t pid, uint64_t now_ns)
 {
 	p->read_ns = now_ns;
+	if (!p->python)
+		return; /* its runtime could not be read (gone already): not asked again */
 	name_threads(s, p, pid);
 	name_process(s, p, pid);
 }
 
 void pynames__observe(struct session *s, const struct sampler_rec *r)
 {
-	struct cpython_process *python = r->sample.python;
+	uint64_t runtime = r->sample.py_runtime;
+	unsigned minor = r->sample.py_minor;
 	struct pynames_proc *p;
 
-	if (!python || !s->pynames)
+	if (!runtime || !s->pynames)
 		return;
 	p = hashmap__get(s->pynames, r->pid);
-	if (p && p->from == python)
+	if (p && p->runtime == runtime && p->minor == minor)
 		return;
-	/* New, or the sampler found the process's interpreter anew (an exec): start over. */
+	/* New, or the process's interpreter is another (an exec): start over. */
 	pynames__gone(s, r->pid);
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return;
-	p->python = cpython_process__fork(python, (pid_t)r->pid);
-	p->from = python;
+	p->python = cpython_process__new((pid_t)r->pid, runtime, minor);
+	p->runtime = runtime;
+	p->minor = minor;
 	p->named = hashmap__new();
-	if (!p->python || !p->named || hashmap__set(s->pynames, r->pid, p)) {
+	if (!p->named || hashmap__set(s->pynames, r->pid, p)) {
 		proc_free(p);
 		return;
 	}

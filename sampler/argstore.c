@@ -3,7 +3,9 @@
  * its arguments' raw records (cpython_raw_arg), not a copy. At tens of thousands of
  * stacks a second, copies in every stack kept a while were what held the drainer back
  * (its memory grew faster than it could be paged in). The drainer adds; the thread that
- * hands records out reads ids it was given: blocks never move, so that needs no lock.
+ * hands records out reads ids it was given: blocks never move, and a list is complete
+ * before its id is handed out (under the sampler's lock), so reading needs no lock;
+ * only the count, which goes on growing meanwhile, is read atomically.
  */
 #include "argstore.h"
 
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "../common/hashmap.h"
+#include "sampler.h"
 
 #define BLOCK_IDS 4096
 #define MAX_BLOCKS 4096 /* 16 million lists */
@@ -23,6 +26,8 @@
 #define MAX_BYTES (256ULL << 20)
 
 struct arg_list {
+	const struct sampler_arg *values; /* decoded, or NULL */
+	uint32_t nvalues;
 	uint32_t len;
 	uint8_t bytes[];
 };
@@ -117,7 +122,7 @@ static void *carve(struct arg_store *st, uint32_t size)
 
 static struct arg_list *list_of(const struct arg_store *st, uint32_t id)
 {
-	if (!id || id > st->count)
+	if (!id || id > __atomic_load_n(&st->count, __ATOMIC_ACQUIRE))
 		return NULL;
 	return st->blocks[(id - 1) / BLOCK_IDS][(id - 1) % BLOCK_IDS];
 }
@@ -142,11 +147,14 @@ uint32_t arg_store__add(struct arg_store *st, const uint8_t *bytes, uint32_t len
 	list = carve(st, sizeof(*list) + len);
 	if (!list)
 		return 0;
+	list->values = NULL;
+	list->nvalues = 0;
 	list->len = len;
 	memcpy(list->bytes, bytes, len);
 	st->bytes += sizeof(*list) + len;
 	st->blocks[b][st->count % BLOCK_IDS] = list;
-	id = ++st->count;
+	id = st->count + 1;
+	__atomic_store_n(&st->count, id, __ATOMIC_RELEASE);
 	if (hashmap__set(st->by_hash, h, (void *)(uintptr_t)id))
 		return id; /* kept, only not found again */
 	*added = true;
@@ -161,7 +169,44 @@ const uint8_t *arg_store__get(const struct arg_store *st, uint32_t id, uint32_t 
 	return list ? list->bytes : NULL;
 }
 
+int arg_store__set_values(struct arg_store *st, uint32_t id, const struct sampler_arg *args,
+			  uint32_t n)
+{
+	struct arg_list *list = list_of(st, id);
+	struct sampler_arg *copy;
+	uint64_t size = n * sizeof(*copy);
+	uint32_t i;
+	char *text;
+
+	if (!list || !n)
+		return 0;
+	for (i = 0; i < n; i++)
+		size += args[i].text ? strlen(args[i].text) + 1 : 0;
+	if (st->bytes + size > MAX_BYTES || !(copy = carve(st, (uint32_t)size)))
+		return -ENOMEM;
+	memcpy(copy, args, n * sizeof(*copy));
+	text = (char *)(copy + n);
+	for (i = 0; i < n; i++) {
+		if (!args[i].text)
+			continue;
+		copy[i].text = text;
+		text = stpcpy(text, args[i].text) + 1;
+	}
+	st->bytes += size;
+	list->values = copy;
+	list->nvalues = n;
+	return 0;
+}
+
+const struct sampler_arg *arg_store__values(const struct arg_store *st, uint32_t id, uint32_t *n)
+{
+	const struct arg_list *list = st ? list_of(st, id) : NULL;
+
+	*n = list ? list->nvalues : 0;
+	return list ? list->values : NULL;
+}
+
 uint32_t arg_store__count(const struct arg_store *st)
 {
-	return st->count;
+	return __atomic_load_n(&st->count, __ATOMIC_ACQUIRE);
 }

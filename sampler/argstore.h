@@ -28,4 +28,17 @@ const uint8_t *arg_store__get(const struct arg_store *st, uint32_t id, uint32_t 
 
 uint32_t arg_store__count(const struct arg_store *st);
 
+struct sampler_arg; /* sampler.h */
+
+/*
+ * Keeps the @n decoded @args of list @id (their texts copied), read while its process
+ * could still be asked: what arg_store__values() gives. Once per list, by the adder.
+ * 0, or -ENOMEM (the list then has no decoded values).
+ */
+int arg_store__set_values(struct arg_store *st, uint32_t id, const struct sampler_arg *args,
+			  uint32_t n);
+
+/* The decoded arguments of @id, *@n of them; NULL for none. */
+const struct sampler_arg *arg_store__values(const struct arg_store *st, uint32_t id, uint32_t *n);
+
 #endif

@@ -278,7 +278,7 @@ static void *drainer_main(void *arg)
 	realtime = !pthread_setschedparam(pthread_self(), SCHED_FIFO, &lowest_fifo);
 	if (!realtime)
 		short_slice();
-	while (!s->drainer_stop) {
+	while (!__atomic_load_n(&s->drainer_stop, __ATOMIC_RELAXED)) {
 		/* Woken early when a ring is half full (the events' wakeup watermark). */
 		if (poll(pfds, n, fast ? DRAIN_INTERVAL_MS : SLOW_DRAIN_INTERVAL_MS) > 0) {
 			/*
@@ -290,7 +290,7 @@ static void *drainer_main(void *arg)
 					pfds[i].fd = -1;
 			}
 		}
-		if (s->drainer_stop)
+		if (__atomic_load_n(&s->drainer_stop, __ATOMIC_RELAXED))
 			break;
 		__atomic_store_n(&s->drainer_waiting_since, sampler_now_ns(), __ATOMIC_RELAXED);
 		pthread_mutex_lock(&s->lock);
@@ -321,7 +321,7 @@ static void *drainer_main(void *arg)
 
 void sampler__stopping(struct sampler *s)
 {
-	s->drainer_stop = true;
+	__atomic_store_n(&s->drainer_stop, true, __ATOMIC_RELAXED);
 }
 
 int start_drainer(struct sampler *s)
@@ -345,7 +345,7 @@ void stop_drainer(struct sampler *s)
 {
 	if (!s->drainer_running)
 		return;
-	s->drainer_stop = true;
+	__atomic_store_n(&s->drainer_stop, true, __ATOMIC_RELAXED);
 	pthread_join(s->drainer, NULL);
 	s->drainer_running = false;
 }

@@ -39,18 +39,21 @@ struct sampler_rec *out_rec(struct sampler *s, enum sampler_rec_kind kind, uint3
 	return &s->rec;
 }
 
-/* The record going out gets the Python frames read with it. */
-static void out_python(struct sampler *s, struct py_stack *ps)
+void out_python(struct sampler *s, struct sampler_rec *r, struct py_stack *ps)
 {
 	resolve_codes(ps);
-	s->rec.sample.py_source = ps->source;
-	s->rec.sample.py_at_ns = ps->at_ns;
-	s->rec.sample.gil = ps->gil;
-	s->rec.sample.python = ps->proc;
-	s->rec.sample.py_codes = ps->codes;
-	s->rec.sample.py_frames = ps->frames;
-	s->rec.sample.npy = ps->n;
-	s->rec.sample.py_args = s->args;
+	r->sample.py_source = ps->source;
+	r->sample.py_at_ns = ps->at_ns;
+	r->sample.gil = ps->gil;
+	r->sample.py_codes = (const struct cpython_code_entry *const *)ps->codes;
+	r->sample.py_frames = ps->frames;
+	r->sample.npy = ps->n;
+	r->sample.py_args = s->args;
+	if (ps->proc) {
+		r->sample.py_lines = ps->proc->layout.lines;
+		r->sample.py_runtime = ps->proc->runtime;
+		r->sample.py_minor = ps->proc->layout.minor;
+	}
 }
 
 static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
@@ -111,7 +114,7 @@ static const struct sampler_rec *on_sample(struct sampler *s, struct qrec *q)
 	s->rec.sample.syscall_arg = 0;
 	if (q->py) {
 		s->stats.kernel_samples += q->py->kernel;
-		out_python(s, q->py);
+		out_python(s, &s->rec, q->py);
 	}
 	return &s->rec;
 }
@@ -213,7 +216,7 @@ static const struct sampler_rec *on_synth(struct sampler *s, struct qrec *q)
 	else if (s->rec.kind == SREC_FORK && q->size > sizeof(*sr))
 		s->rec.cmdline = sr->text;
 	else if (s->rec.kind == SREC_MESSAGE && q->py)
-		out_python(s, q->py);
+		out_python(s, &s->rec, q->py);
 	s->held[0] = q;
 	return &s->rec;
 }

@@ -245,7 +245,7 @@ struct sampler {
 	bool drainer_running;
 	pid_t handout_tid;    /* the thread that started the drainer, which hands records out */
 	bool handout_reniced; /* ... was given a lower priority than the drainer's */
-	volatile bool drainer_stop;
+	bool drainer_stop;    /* read and written atomically: the two threads' */
 	pthread_mutex_t lock; /* everything here, between the drainer and sampler__next() */
 	uint64_t handout_waiting_since; /* when sampler__next() began to wait for it, or 0 */
 	uint64_t drainer_waiting_since; /* when the drainer began to wait for it, or 0 */
@@ -437,6 +437,8 @@ void order_message(struct sampler *s, struct qrec *q);
 
 /* ---- handout.c: records as callers see them ---- */
 void release_held(struct sampler *s);
+/* @r gets the Python frames of @ps (which it borrows) as values. */
+void out_python(struct sampler *s, struct sampler_rec *r, struct py_stack *ps);
 struct sampler_rec *out_rec(struct sampler *s, enum sampler_rec_kind kind, uint32_t pid,
 			    uint32_t tid, uint32_t cpu, uint64_t time);
 

@@ -52,6 +52,43 @@ struct py_stack *py_stack_new(struct cpython_process *proc, uint32_t n,
 	return ps;
 }
 
+/*
+ * Decodes the new list @id (@len bytes at @list) with @proc's layout, types and type
+ * names, while the process can still be asked for a type's name, and keeps the values.
+ */
+static void decode_list(struct sampler *s, struct cpython_process *proc, uint32_t id,
+			const uint8_t *list, uint32_t len)
+{
+	struct sampler_arg args[CPYTHON_MAX_ARGS + CPYTHON_TASK_LOCALS];
+	char texts[CPYTHON_MAX_ARGS + CPYTHON_TASK_LOCALS][4 * CPYTHON_ARG_TEXT + 1];
+	struct cpython_raw_arg a;
+	struct cpython_value v;
+	const uint8_t *text;
+	uint32_t at = 0, n = 0;
+
+	cpython_read_type_names(proc, NULL, list, len);
+	while (n < CPYTHON_MAX_ARGS + CPYTHON_TASK_LOCALS &&
+	       cpython_next_arg(list, len, &at, &a, &text)) {
+		cpython_arg_value(&proc->layout, &proc->types, &a, text, &v);
+		args[n] = (struct sampler_arg){ .index = a.index,
+						.object = a.object,
+						.kind = v.kind,
+						.i = v.i,
+						.f = v.f,
+						.sized = v.sized,
+						.cut = v.cut };
+		if (v.kind == CPYTHON_VALUE_STR || v.kind == CPYTHON_VALUE_BYTES) {
+			memcpy(texts[n], v.text, sizeof(texts[n]));
+			args[n].text = texts[n];
+		} else if (v.kind == CPYTHON_VALUE_OTHER) {
+			args[n].text = cpython_type_name(proc, v.type);
+		}
+		n++;
+	}
+	if (arg_store__set_values(s->args, id, args, n))
+		s->stats.args_not_kept++;
+}
+
 uint32_t store_list(struct sampler *s, struct cpython_process *proc, const uint8_t *bytes,
 		    uint32_t len)
 {
@@ -73,7 +110,7 @@ uint32_t store_list(struct sampler *s, struct cpython_process *proc, const uint8
 	if (!id)
 		s->stats.args_not_kept++;
 	else if (added)
-		cpython_read_type_names(proc, NULL, list, len);
+		decode_list(s, proc, id, list, len);
 	return id;
 }
 

@@ -111,6 +111,29 @@ enum sampler_rec_kind {
 	SREC_MESSAGE, /* a process pool's task or result written or read, with the stack (eBPF) */
 };
 
+/*
+ * One argument read with a Python frame, decoded while its process could still be asked
+ * (sampler/argstore.h keeps each list once): values, nothing that points into a process.
+ */
+struct sampler_arg {
+	uint8_t index;	 /* the parameter's position; CPYTHON_ARG_TASK + k: a task's local k */
+	uint64_t object; /* its address: tells apart objects shown alike (by type, by length) */
+	enum cpython_value_kind kind;
+	int64_t i;		    /* INT, BOOL (0, 1); STR, BYTES, SIZED: the length */
+	double f;		    /* FLOAT */
+	enum cpython_type_id sized; /* SIZED: which */
+	bool cut;		    /* STR, BYTES: longer than @text */
+	const char *text; /* STR: UTF-8; BYTES: printable, escaped; OTHER: its type's name, or
+			     NULL when not read */
+};
+
+/* Whether a wait in futex(2) was on the waiting thread's own interpreter's GIL. */
+enum sampler_gil_wait {
+	SAMPLER_GIL_WAIT_NONE,	  /* not, or not known */
+	SAMPLER_GIL_WAIT_TAKE,	  /* waiting to take it (its condition or its mutex) */
+	SAMPLER_GIL_WAIT_HANDOFF, /* dropped it, waiting until another thread took it */
+};
+
 struct sampler_rec {
 	enum sampler_rec_kind kind;
 	uint32_t pid, tid, cpu;
@@ -140,18 +163,26 @@ struct sampler_rec {
 			int64_t syscall;      /* the syscall it waits in, -1 unknown */
 			uint64_t syscall_arg; /* ... its first argument, when known */
 			struct sampler_ustack stack;
-			/* Python processes: frames innermost first, read from the target. */
-			struct cpython_process *python; /* NULL: not a Python process */
+			/*
+			 * Python processes: frames innermost first, read from the target, as
+			 * values. Nothing here is changed by the sampler once handed out.
+			 */
 			const struct cpython_frame *py_frames;
 			/* Their code objects as read when walked (NULL: unreadable). */
-			struct cpython_code_entry *const *py_codes;
+			const struct cpython_code_entry *const *py_codes;
 			uint32_t npy;
+			enum cpython_lines py_lines; /* how their line tables are written */
 			/*
-			 * Their arguments' raw records as read with them: py_frames[i].args
-			 * is an id here (sampler/argstore.h), 0 when it has none. Stays
-			 * valid until sampler__free().
+			 * Their arguments as read and decoded with them: py_frames[i].args is
+			 * an id here (arg_store__values()), 0 when it has none. Stays valid
+			 * until sampler__free().
 			 */
 			const struct arg_store *py_args;
+			/* The interpreter they were read from: where its runtime is, 3.minor. */
+			uint64_t py_runtime;
+			unsigned py_minor;
+			/* SREC_OFF_CPU: a wait in futex(2) on its interpreter's GIL. */
+			enum sampler_gil_wait gil_wait;
 			enum sampler_py_source py_source; /* read for it, or a guess */
 			uint64_t py_at_ns; /* the moment they were read for (a guess: its read's) */
 			enum sampler_gil gil; /* as sampled, or as it switched out to wait */

@@ -277,6 +277,35 @@ static struct py_stack *guess_moment(struct sampler *s, struct policy_moment *m,
 	return ps;
 }
 
+/*
+ * Whether the wait @r, of a thread of @proc, was in futex(2) on a word inside its
+ * interpreter's GIL: then it waited for the GIL, not for a lock of the program's. The
+ * address is the system call's first argument (read by the kernel at the switch, or
+ * from /proc while it waited), else the first argument register perf saved with the
+ * switch-out's user registers; the GIL's place is what find_gil() found meanwhile.
+ */
+static enum sampler_gil_wait gil_wait_of(const struct cpython_process *proc,
+					 const struct sampler_rec *r)
+{
+	uint64_t uaddr = 0;
+
+	if (r->sample.syscall == 202 /* futex */)
+		uaddr = r->sample.syscall_arg;
+	else if (r->sample.syscall < 0 && r->sample.stack_at_switch)
+		uaddr = r->sample.stack.regs[SREG_DI];
+	if (!proc || !uaddr || !proc->gil_known)
+		return SAMPLER_GIL_WAIT_NONE;
+	switch (cpython_gil_futex(&proc->gil, uaddr)) {
+	case CPYTHON_GIL_COND:
+	case CPYTHON_GIL_MUTEX:
+		return SAMPLER_GIL_WAIT_TAKE;
+	case CPYTHON_GIL_SWITCH:
+		return SAMPLER_GIL_WAIT_HANDOFF;
+	default:
+		return SAMPLER_GIL_WAIT_NONE;
+	}
+}
+
 /* An off-CPU span for @t ending at @end, with the best stack we have. */
 struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64_t end,
 				 uint32_t cpu)
@@ -345,17 +374,11 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 	py_stack_free(t->out_py);
 	t->out_py = NULL;
 	if (s->held_py) {
-		resolve_codes(s->held_py);
-		r->sample.python = s->held_py->proc;
-		r->sample.py_codes = s->held_py->codes;
-		r->sample.py_frames = s->held_py->frames;
-		r->sample.npy = s->held_py->n;
-		r->sample.py_args = s->args;
-		r->sample.py_at_ns = s->held_py->at_ns;
+		/* gil: the kernel's, at the switch (copies: unknown) */
+		out_python(s, r, s->held_py);
 		r->sample.py_source = c.source == POLICY_SHARED	  ? SAMPLER_PY_SHARED
 				      : c.source == POLICY_BEFORE ? SAMPLER_PY_BEFORE
 								  : SAMPLER_PY_READ;
-		r->sample.gil = s->held_py->gil; /* the kernel's, at the switch (copies: unknown) */
 	}
 	if (t->out_sample &&
 	    decode_sample(t->out_sample->data, t->out_sample->size, s->opts.kernel_stacks, &v)) {
@@ -377,6 +400,8 @@ struct sampler_rec *emit_off_cpu(struct sampler *s, struct task_state *t, uint64
 	qrec_free(t->out_sample);
 	t->out_sample = NULL;
 	t->out = false;
+	if (s->held_py)
+		r->sample.gil_wait = gil_wait_of(s->held_py->proc, r);
 	s->stats.off_cpu_spans++;
 	return r;
 }

@@ -1,7 +1,8 @@
 /*
  * Python frames: names, files and lines from the code objects that cpython/ read when
- * the frames were walked (the process may be gone by now). Each cached code object
- * keeps its interned frame id, so a name is interned once per code object.
+ * the frames were walked, arguments as the sampler decoded them (the process may be
+ * gone by now). A process's code objects keep their interned frame ids here, so a name
+ * is interned once per code object.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,15 +24,13 @@ static uint32_t unreadable(struct symbolizer *sym)
 }
 
 /* How a value shows: a str as Python writes it ('...'), others described (<list of 3>). */
-static void describe(const struct cpython_process *proc, const struct cpython_value *v,
-		     struct arg_item *item, char *text, size_t size)
+static void describe(const struct sampler_arg *v, struct arg_item *item, char *text, size_t size)
 {
 	static const char *const sized[] = {
 		[CPYTHON_TYPE_TUPLE] = "tuple",		[CPYTHON_TYPE_LIST] = "list",
 		[CPYTHON_TYPE_DICT] = "dict",		[CPYTHON_TYPE_SET] = "set",
 		[CPYTHON_TYPE_FROZENSET] = "frozenset",
 	};
-	const char *type;
 
 	item->kind = ARG_TEXT;
 	item->text = text;
@@ -55,17 +54,16 @@ static void describe(const struct cpython_process *proc, const struct cpython_va
 		snprintf(text, size, "<int of more than 64 bits>");
 		return;
 	case CPYTHON_VALUE_STR:
-		snprintf(text, size, "'%s%s'", v->text, v->cut ? "..." : "");
+		snprintf(text, size, "'%s%s'", v->text ? v->text : "", v->cut ? "..." : "");
 		return;
 	case CPYTHON_VALUE_BYTES:
-		snprintf(text, size, "b'%s%s'", v->text, v->cut ? "..." : "");
+		snprintf(text, size, "b'%s%s'", v->text ? v->text : "", v->cut ? "..." : "");
 		return;
 	case CPYTHON_VALUE_SIZED:
 		snprintf(text, size, "<%s of %" PRId64 ">", sized[v->sized], v->i);
 		return;
 	case CPYTHON_VALUE_OTHER:
-		type = cpython_type_name(proc, v->type);
-		snprintf(text, size, "<%s>", type ? type : "object");
+		snprintf(text, size, "<%s>", v->text ? v->text : "object");
 		return;
 	case CPYTHON_VALUE_UNBOUND:
 		snprintf(text, size, "<unbound>");
@@ -80,15 +78,14 @@ static void describe(const struct cpython_process *proc, const struct cpython_va
 
 /*
  * What the sampler's argument list @id (sampler/argstore.h) became for a frame of code
- * entry @entry of @proc: decoding, describing and interning it once per list (at tens of
- * thousands of stacks a second, doing that for each frame held the records back). The
- * same bytes in another function's frame name other parameters, hence the key.
+ * entry @entry: described and interned once per list (at tens of thousands of stacks a
+ * second, doing that for each frame held the records back). The same values in another
+ * function's frame name other parameters, hence the key.
  */
 struct args_seen {
-	const struct cpython_process *proc;
 	const struct cpython_code_entry *entry;
 	uint64_t code, fingerprint;
-	uint32_t id; /* in the args table; 0: not yet decoded */
+	uint32_t id; /* in the args table; 0: not yet described */
 };
 
 static struct args_seen *seen_of(struct symbolizer *sym, uint32_t id)
@@ -109,10 +106,9 @@ static struct args_seen *seen_of(struct symbolizer *sym, uint32_t id)
 	return &sym->args_seen[id];
 }
 
-static bool seen_for(const struct args_seen *seen, const struct cpython_process *proc,
-		     const struct cpython_code_entry *e)
+static bool seen_for(const struct args_seen *seen, const struct cpython_code_entry *e)
 {
-	return seen->id && seen->proc == proc && seen->entry == e &&
+	return seen->id && seen->entry == e &&
 	       (!e || (seen->code == e->code && seen->fingerprint == e->fingerprint));
 }
 
@@ -120,55 +116,52 @@ static bool seen_for(const struct args_seen *seen, const struct cpython_process 
 static uint32_t frame_args(struct symbolizer *sym, const struct sampler_rec *rec,
 			   const struct cpython_frame *f, const struct cpython_code_entry *e)
 {
-	struct cpython_process *proc = rec->sample.python;
 	struct arg_item items[MAX_ITEMS];
 	char names[MAX_ITEMS][16];
 	char shown[MAX_ITEMS][4 * CPYTHON_ARG_TEXT + 32];
-	struct cpython_value v;
-	struct cpython_raw_arg a;
 	enum cpython_task_kind task = e && !e->unreadable ? e->info.task_kind : CPYTHON_TASK_NONE;
-	const uint8_t *bytes, *text;
+	const struct sampler_arg *values;
 	struct args_seen *seen;
-	uint32_t len, at = 0, k = 0, id;
+	uint32_t n, i, k = 0, id;
 	bool task_read = false;
 
 	if (f->args == ARG_STORE_UNKNOWN)
 		return TRACE_ARGS_UNKNOWN; /* not read (no room left): continues any call */
-	bytes = f->args ? arg_store__get(rec->sample.py_args, f->args, &len) : NULL;
-	if (!bytes)
+	values = f->args ? arg_store__values(rec->sample.py_args, f->args, &n) : NULL;
+	if (!values)
 		return 0;
 	seen = seen_of(sym, f->args);
-	if (seen && seen_for(seen, proc, e))
+	if (seen && seen_for(seen, e))
 		return seen->id;
-	while (k < MAX_ITEMS && cpython_next_arg(bytes, len, &at, &a, &text)) {
+	for (i = 0; i < n && k < MAX_ITEMS; i++) {
+		const struct sampler_arg *v = &values[i];
 		const char *local = NULL;
 
-		cpython_arg_value(&proc->layout, &proc->types, &a, text, &v);
-		if (a.index >= CPYTHON_ARG_TASK) {
+		if (v->index >= CPYTHON_ARG_TASK) {
 			task_read = true;
-			local = cpython_task_local_name(task, a.index - CPYTHON_ARG_TASK);
+			local = cpython_task_local_name(task, v->index - CPYTHON_ARG_TASK);
 			/* A worker between tasks (its job None, or not set yet): no task. */
 			if (!local ||
-			    (a.index == CPYTHON_ARG_TASK &&
-			     (v.kind == CPYTHON_VALUE_NONE || v.kind == CPYTHON_VALUE_UNBOUND)))
+			    (v->index == CPYTHON_ARG_TASK &&
+			     (v->kind == CPYTHON_VALUE_NONE || v->kind == CPYTHON_VALUE_UNBOUND)))
 				break;
 		}
 		memset(&items[k], 0, sizeof(items[k]));
 		if (local) {
 			items[k].name = local;
-		} else if (e && !e->unreadable && a.index < e->info.nparams) {
-			items[k].name = e->info.params[a.index];
+		} else if (e && !e->unreadable && v->index < e->info.nparams) {
+			items[k].name = e->info.params[v->index];
 		} else {
-			snprintf(names[k], sizeof(names[k]), "arg%u", a.index);
+			snprintf(names[k], sizeof(names[k]), "arg%u", v->index);
 			items[k].name = names[k];
 		}
-		describe(proc, &v, &items[k], shown[k], sizeof(shown[k]));
+		describe(v, &items[k], shown[k], sizeof(shown[k]));
 		/*
 		 * Objects shown by type or length alone: two calls with other objects (other
 		 * work items, other lists of one length) are two calls all the same.
 		 */
-		if (v.kind == CPYTHON_VALUE_OTHER || v.kind == CPYTHON_VALUE_SIZED)
-			items[k].identity = a.object;
+		if (v->kind == CPYTHON_VALUE_OTHER || v->kind == CPYTHON_VALUE_SIZED)
+			items[k].identity = v->object;
 		k++;
 	}
 	/*
@@ -183,7 +176,7 @@ static uint32_t frame_args(struct symbolizer *sym, const struct sampler_rec *rec
 	if (!id && k)
 		sym->stats.python_args_lost++;
 	if (id && seen)
-		*seen = (struct args_seen){ proc, e, e ? e->code : 0, e ? e->fingerprint : 0, id };
+		*seen = (struct args_seen){ e, e ? e->code : 0, e ? e->fingerprint : 0, id };
 	return id;
 }
 
@@ -262,7 +255,6 @@ static uint32_t code_frame(struct symbolizer *sym, struct hashmap *names,
 int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct trace_frame *frames,
 		  uint32_t max)
 {
-	struct cpython_process *proc = rec->sample.python;
 	uint32_t i, n = rec->sample.npy < max ? rec->sample.npy : max;
 	struct hashmap *names = n ? names_of(sym, (pid_t)rec->pid) : NULL;
 
@@ -270,7 +262,7 @@ int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct 
 	for (i = 0; i < n; i++) {
 		uint32_t k = rec->sample.npy - 1 - i;
 		const struct cpython_frame *f = &rec->sample.py_frames[k];
-		struct cpython_code_entry *e =
+		const struct cpython_code_entry *e =
 			rec->sample.py_codes ? rec->sample.py_codes[k] : NULL;
 
 		frames[i].args = frame_args(sym, rec, f, e);
@@ -280,7 +272,7 @@ int python_frames(struct symbolizer *sym, const struct sampler_rec *rec, struct 
 		} else {
 			frames[i].func = code_frame(sym, names, e);
 			frames[i].line =
-				cpython_line(proc->layout.lines, e->info.linetable,
+				cpython_line(rec->sample.py_lines, e->info.linetable,
 					     e->info.linetable_len, e->info.firstlineno, f->lasti);
 		}
 		if (!frames[i].func)

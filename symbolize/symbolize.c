@@ -199,7 +199,7 @@ int symbolizer__stack(struct symbolizer *sym, const struct sampler_rec *rec,
 	int n = 0, npy;
 
 	sym->wait_hint = 0;
-	if (rec->sample.npy && rec->sample.python) {
+	if (rec->sample.npy) {
 		npy = python_frames(sym, rec, frames, max);
 		if (npy < 0)
 			return npy;
@@ -337,31 +337,13 @@ static const char *classify(const char *name)
 	return NULL;
 }
 
-/*
- * A thread blocked in futex(2) on a word inside its interpreter's GIL waits for the GIL,
- * not for a lock of the program's. The address is the system call's first argument
- * (read by the kernel at the switch, or from /proc while it waited), else the first
- * argument register perf saved with the switch-out's user registers; the GIL's place
- * is what the sampler found while the process ran (cpython_process.gil).
- */
+/* What the sampler found a wait in futex(2) to be: for the GIL, or none of it. */
 static const char *gil_wait(const struct sampler_rec *rec)
 {
-	struct cpython_process *python = rec->sample.python;
-	uint64_t uaddr = 0;
-
-	if (!python)
-		return NULL;
-	if (rec->sample.syscall == 202)
-		uaddr = rec->sample.syscall_arg;
-	else if (rec->sample.syscall < 0 && rec->sample.stack_at_switch)
-		uaddr = rec->sample.stack.regs[SREG_DI];
-	if (!uaddr || !python->gil_known)
-		return NULL;
-	switch (cpython_gil_futex(&python->gil, uaddr)) {
-	case CPYTHON_GIL_COND:
-	case CPYTHON_GIL_MUTEX:
+	switch (rec->sample.gil_wait) {
+	case SAMPLER_GIL_WAIT_TAKE:
 		return "GIL wait";
-	case CPYTHON_GIL_SWITCH:
+	case SAMPLER_GIL_WAIT_HANDOFF:
 		return "GIL handoff";
 	default:
 		return NULL;

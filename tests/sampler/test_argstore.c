@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "../../sampler/argstore.h"
+#include "../../sampler/sampler.h"
 
 static void test_argstore__equal_bytes_share_an_id(void **state)
 {
@@ -66,11 +67,57 @@ static void test_argstore__many_lists(void **state)
 	arg_store__free(st);
 }
 
+/*
+ * A list's decoded values are the store's own copies, texts included: what the thread
+ * handing records out reads must not depend on buffers the drainer reuses.
+ */
+static void test_argstore__values_kept_as_copies(void **state)
+{
+	struct arg_store *st = arg_store__new();
+	uint8_t a[48] = { 1 }, b[48] = { 2 };
+	char text[16], type[16];
+	struct sampler_arg args[3] = {
+		{ .index = 0, .kind = CPYTHON_VALUE_STR, .i = 5, .text = text },
+		{ .index = 1, .kind = CPYTHON_VALUE_OTHER, .object = 0x7f00, .text = type },
+		{ .index = 2, .kind = CPYTHON_VALUE_OTHER, .object = 0x7f08, .text = NULL },
+	};
+	const struct sampler_arg *got;
+	uint32_t id_a, id_b, n;
+	bool added;
+
+	(void)state;
+	assert_non_null(st);
+	strcpy(text, "hello");
+	strcpy(type, "Job");
+	id_a = arg_store__add(st, a, sizeof(a), &added);
+	id_b = arg_store__add(st, b, sizeof(b), &added);
+	assert_int_equal(arg_store__set_values(st, id_a, args, 3), 0);
+	memset(text, 'x', sizeof(text) - 1);
+	memset(type, 'y', sizeof(type) - 1);
+	args[0].i = 99;
+
+	got = arg_store__values(st, id_a, &n);
+	assert_non_null(got);
+	assert_int_equal(n, 3);
+	assert_int_equal(got[0].i, 5);
+	assert_string_equal(got[0].text, "hello");
+	assert_string_equal(got[1].text, "Job");
+	assert_int_equal(got[1].object, 0x7f00);
+	assert_null(got[2].text); /* a type whose name was not read */
+	/* Another list has none of them; an id never given has nothing. */
+	assert_null(arg_store__values(st, id_b, &n));
+	assert_int_equal(n, 0);
+	assert_null(arg_store__values(st, 0, &n));
+	assert_null(arg_store__values(st, 1000, &n));
+	arg_store__free(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_argstore__equal_bytes_share_an_id),
 		cmocka_unit_test(test_argstore__many_lists),
+		cmocka_unit_test(test_argstore__values_kept_as_copies),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,7 +17,6 @@
 struct fixture {
 	struct frame_table *frames;
 	struct symbolizer *sym;
-	struct cpython_process proc;
 };
 
 static int setup(void **state)
@@ -28,7 +27,6 @@ static int setup(void **state)
 	memset(&f, 0, sizeof(f));
 	f.frames = frame_table__new();
 	f.sym = f.frames ? symbolizer__new(&opts, f.frames) : NULL;
-	f.proc.layout.lines = CPYTHON_LOCATIONS;
 	*state = &f;
 	return f.sym ? 0 : -1;
 }
@@ -61,7 +59,7 @@ static const char *name_in(struct fixture *f, uint32_t pid, struct cpython_code_
 	struct cpython_frame frame = { .code = e->code,
 				       .fingerprint = e->fingerprint,
 				       .lasti = -1 };
-	struct cpython_code_entry *codes[1] = { e };
+	const struct cpython_code_entry *codes[1] = { e };
 	struct sampler_rec rec;
 	struct trace_frame out[1];
 	const struct frame_info *info;
@@ -69,8 +67,7 @@ static const char *name_in(struct fixture *f, uint32_t pid, struct cpython_code_
 	memset(&rec, 0, sizeof(rec));
 	rec.kind = SREC_SAMPLE;
 	rec.pid = rec.tid = pid;
-	f->proc.pid = (pid_t)pid;
-	rec.sample.python = &f->proc;
+	rec.sample.py_lines = CPYTHON_LOCATIONS;
 	rec.sample.py_frames = &frame;
 	rec.sample.py_codes = codes;
 	rec.sample.npy = 1;
