@@ -77,8 +77,8 @@ $(BUILD)/bpf/pytrace.bpf.o: bpf/pytrace.bpf.c bpf/values.bpf.h bpf/pytrace_bpf.h
 $(BUILD)/bpf/pytrace.skel.h: $(BUILD)/bpf/pytrace.bpf.o
 	bpftool gen skeleton $< name pytrace_bpf > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/obj/sampler/bpf_reader.o $(BUILD)/tobj/sampler/bpf_reader.o $(BUILD)/aobj/sampler/bpf_reader.o: \
-	$(BUILD)/bpf/pytrace.skel.h
+$(BUILD)/obj/sampler/bpf_reader.o $(BUILD)/tobj/sampler/bpf_reader.o $(BUILD)/aobj/sampler/bpf_reader.o \
+		$(BUILD)/tsobj/sampler/bpf_reader.o: $(BUILD)/bpf/pytrace.skel.h
 
 # Fixtures for the end-to-end tests: -O2 without frame pointers, like distribution code.
 FIXTURES := $(BUILD)/fixtures/tree $(BUILD)/fixtures/tree_exec_target $(BUILD)/fixtures/daemon
@@ -122,6 +122,19 @@ $(BUILD)/asan/pytrace-sample: $(ASAN_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANITIZE) -o $@ $^ $(PKG_LIBS)
 
+# The tool under ThreadSanitizer, for the e2e test that its two threads share nothing
+# unguarded (tests/e2e/test_thread_safety.py).
+TSAN := -fsanitize=thread -fno-omit-frame-pointer
+TSAN_OBJS := $(LIB_SRCS:%.c=$(BUILD)/tsobj/%.o) $(CLI_SRCS:%.c=$(BUILD)/tsobj/%.o)
+
+$(BUILD)/tsobj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(TSAN) -c -o $@ $<
+
+$(BUILD)/tsan/pytrace-sample: $(TSAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TSAN) -o $@ $^ $(PKG_LIBS)
+
 deps:
 	./tools/install-deps.sh
 
@@ -130,11 +143,12 @@ viewer-deps: tests/viewer/node_modules/.package-lock.json
 tests/viewer/node_modules/.package-lock.json: tests/viewer/package.json tests/viewer/package-lock.json
 	cd tests/viewer && npm ci --no-audit --no-fund
 
-test: pytrace-sample $(BUILD)/asan/pytrace-sample $(TEST_BINS) $(TEST_HELPERS) $(FIXTURES) viewer-deps
+test: pytrace-sample $(BUILD)/asan/pytrace-sample $(BUILD)/tsan/pytrace-sample $(TEST_BINS) $(TEST_HELPERS) $(FIXTURES) viewer-deps
 	./tests/run.sh $(BUILD)
 
 check:
-	$(MAKE) WERROR=1 all $(BUILD)/asan/pytrace-sample $(TEST_BINS) $(TEST_HELPERS) $(FIXTURES)
+	$(MAKE) WERROR=1 all $(BUILD)/asan/pytrace-sample $(BUILD)/tsan/pytrace-sample $(TEST_BINS) \
+		$(TEST_HELPERS) $(FIXTURES)
 	$(MAKE) format-check static
 	$(MAKE) WERROR=1 test
 
