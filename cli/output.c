@@ -199,6 +199,7 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "prompt_python_walks", st.prompt_walks);
 	trace__note(s->trace, "late_python_walks", st.late_walks);
 	trace__note(s->trace, "late_python_bracketed", st.bracketed_samples);
+	trace__note(s->trace, "unpaired_switches", st.unpaired_switches);
 	trace__note(s->trace, "stale_captures", st.stale_captures);
 	trace__note(s->trace, "late_reads_in_waits", st.late_reads_in_waits);
 	trace__note(s->trace, "late_reads_mended", st.late_reads_mended);

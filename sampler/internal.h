@@ -72,6 +72,7 @@ struct task_state {
 	uint32_t pid, tid;
 	struct qrec *switch_sample; /* the latest context-switch sample (owned) */
 	bool out;		    /* switched out and not back yet */
+	bool was_out;		    /* a switch-out of it was followed */
 	uint64_t out_time;
 	bool out_estimated; /* out_time is the kernel's reading of an unrecorded switch */
 	enum sampler_wait wait;

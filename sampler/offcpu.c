@@ -189,6 +189,7 @@ const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, uint32_t 
 		return NULL;
 	if (hdr->misc & PERF_RECORD_MISC_SWITCH_OUT) {
 		t->out = true;
+		t->was_out = true;
 		t->out_estimated = q->py && q->py->kernel && q->py->early;
 		t->out_time = t->out_estimated ? q->py->at_ns : q->time;
 		py_stack_free(t->out_py);
@@ -217,7 +218,8 @@ const struct sampler_rec *on_switch(struct sampler *s, struct qrec *q, uint32_t 
 		return NULL;
 	}
 	if (!t->out) {
-		s->stats.unpaired_switches++;
+		/* A new task's first switch-in has no switch-out before it: not a lost one. */
+		s->stats.unpaired_switches += t->was_out;
 		return NULL;
 	}
 	return emit_off_cpu(s, t, q->time, q->cpu);

@@ -93,17 +93,33 @@ static void test_offcpu__preemption(void **state)
 	assert_int_equal(r->sample.end_ns - r->time_ns, 500);
 }
 
-/* A switch-in without its switch-out (lost, or from before we started) yields nothing. */
+/*
+ * A switch-in without its switch-out yields nothing. A task's first (a new task, or one
+ * from before we started) never switched out; one after it lost its switch-out record
+ * and counts as unpaired.
+ */
 static void test_offcpu__unpaired_switch_in(void **state)
 {
 	struct sampler *s = *state;
 	struct sampler_stats st;
+	const struct sampler_rec *r;
 
 	push(s, switch_rec(0, TID, 3000));
 	assert_null(sampler__next(s));
 	sampler__stats(s, &st);
-	assert_int_equal(st.unpaired_switches, 1);
+	assert_int_equal(st.unpaired_switches, 0);
 	assert_int_equal(st.off_cpu_spans, 0);
+
+	push(s, switch_rec(PERF_RECORD_MISC_SWITCH_OUT, TID, 4000));
+	push(s, switch_rec(0, TID, 5000));
+	push(s, switch_rec(0, TID, 7000));
+	r = sampler__next(s);
+	assert_non_null(r);
+	assert_int_equal(r->sample.end_ns, 5000);
+	assert_null(sampler__next(s));
+	sampler__stats(s, &st);
+	assert_int_equal(st.unpaired_switches, 1);
+	assert_int_equal(st.off_cpu_spans, 1);
 }
 
 /* Threads are paired separately, whatever the interleaving. */
