@@ -165,10 +165,15 @@ struct sampler_rec {
 			struct sampler_ustack stack;
 			/*
 			 * Python processes: frames innermost first, read from the target, as
-			 * values. Nothing here is changed by the sampler once handed out.
+			 * values. Nothing read through here is changed by the sampler's drainer
+			 * thread once handed out (tests/e2e/test_thread_safety.py).
 			 */
 			const struct cpython_frame *py_frames;
-			/* Their code objects as read when walked (NULL: unreadable). */
+			/*
+			 * Their code objects as read when walked (NULL: unreadable): entries
+			 * of the sampler's cache whose code, fingerprint and info are never
+			 * written after they are made (only the cache's own links are).
+			 */
 			const struct cpython_code_entry *const *py_codes;
 			uint32_t npy;
 			enum cpython_lines py_lines; /* how their line tables are written */
