@@ -2,7 +2,8 @@
  * The argument lists read with Python frames, each kept once: a frame carries the id of
  * its arguments' raw records (cpython_raw_arg), not a copy. At tens of thousands of
  * stacks a second, copies in every stack kept a while were what held the drainer back
- * (its memory grew faster than it could be paged in). The drainer adds; the thread that
+ * (its memory grew faster than it could be paged in). Each list keeps its values too,
+ * decoded when it was first kept (arg_store__values()). The drainer adds; the thread that
  * hands records out reads ids it was given: blocks never move, and a list is complete
  * before its id is handed out (under the sampler's lock), so reading needs no lock;
  * only the count, which goes on growing meanwhile, is read atomically.

@@ -55,6 +55,8 @@ struct py_stack *py_stack_new(struct cpython_process *proc, uint32_t n,
 /*
  * Decodes the new list @id (@len bytes at @list) with @proc's layout, types and type
  * names, while the process can still be asked for a type's name, and keeps the values.
+ * The same bytes met again in another process (the same type and object addresses: a
+ * forked child, as a rule) are the same list, with these values.
  */
 static void decode_list(struct sampler *s, struct cpython_process *proc, uint32_t id,
 			const uint8_t *list, uint32_t len)
