@@ -148,7 +148,10 @@ static void sync_threads(struct sampler *s, uint32_t pid, struct cpython_process
 	hashmap__set(s->bpf_synced, pid, (void *)(uintptr_t)(proc->threads_generation + 1));
 }
 
-/* Reads the Python frames of @tid now, when @pid runs CPython. NULL otherwise. */
+/*
+ * Reads the Python frames of @tid now, when @pid runs CPython: an empty stack when it
+ * runs no Python code; NULL when it can't be read (or @pid runs no CPython).
+ */
 struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool exact,
 			     uint64_t at_ns)
 {
@@ -167,11 +170,11 @@ struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool
 	if (n > 0 && cut.frames)
 		count_cut(s, cut.frames, cut.rootless);
 	sync_threads(s, pid, proc);
-	if (n <= 0) {
-		if (n < 0)
-			s->stats.python_walk_errors++;
+	if (n < 0) {
+		s->stats.python_walk_errors++;
 		return NULL;
 	}
+	/* n == 0: read, and running no Python code (starting, exiting): an empty stack. */
 	store_args(s, proc, s->py_scratch, (uint32_t)n, args.buf, args.used);
 	ps = py_stack_new(proc, (uint32_t)n, s->py_scratch);
 	if (!ps)
@@ -189,7 +192,7 @@ struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool
 	 * Named now, while the code objects are as the walk saw them: a module's body read
 	 * at the end of the drain was often gone (freed right after it ran).
 	 */
-	if (!cpython_all_read(proc, ps->frames, ps->n)) {
+	if (ps->n && !cpython_all_read(proc, ps->frames, ps->n)) {
 		cpython_read_codes(proc, NULL, ps->frames, ps->n);
 		send_task_codes(s, proc);
 	}
@@ -466,6 +469,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	struct task_state *t;
 	uint32_t ids[2];
 	uint64_t id;
+	bool empty;
 
 	/* Samples carry pid, tid after the identifier. */
 	memcpy(&id, p, 8);
@@ -493,6 +497,14 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	}
 	if (!t)
 		return;
+	/*
+	 * Read and found running no Python code (a process exiting, its frames gone): known,
+	 * not unknown. Kept as the thread's latest stack like any read, so that neither this
+	 * sample nor those after it are given an older read's frames (a pool worker's last
+	 * job showed again in a sample 18-30 ms after it ended, under a CPU hog; a function
+	 * ran 3.5 ms past its return into the interpreter's shutdown).
+	 */
+	empty = q->py && !q->py->kernel && !q->py->n;
 	t->seen_ns = q->time;
 	if (q->py && !q->py->kernel && !t->sampled && !t->last_py && s->kernel_samples) {
 		/*
@@ -512,7 +524,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	 * (a sample unread after a long sleep, its read late and fallen, had only the late
 	 * read to go by, in the next job: no Python frames, a pool worker's loop cut).
 	 */
-	if (q->py && q->py->n)
+	if (q->py && (q->py->n || empty))
 		remember_py(t, q->py);
 	trial_next(s, t, q->time);
 	if (q->py && q->py->n && !q->py->kernel &&

@@ -5,9 +5,10 @@ first goes on (arguments decoded, type names read, a GIL found, processes forked
 the tool built with ThreadSanitizer (build/tsan) records tests/fixtures/py_shared.py,
 which takes those paths, and reports no data race.
 
-A race is the tool's fault whatever the machine's load: TSan tells accesses apart by
-their order (locks, atomics), not by their timing. The trace is checked for what the
-run must have exercised, so that a run that took none of the paths can't pass."""
+A report is the tool's fault whatever the machine's load: TSan reports two accesses that
+no lock or atomic orders; load can make it miss one, not invent one. The trace is
+checked for what the run must have exercised, so that a run that took none of the paths
+can't pass."""
 import os
 import shutil
 import subprocess
