@@ -62,29 +62,27 @@ static void decode_list(struct sampler *s, struct cpython_process *proc, uint32_
 			const uint8_t *list, uint32_t len)
 {
 	struct sampler_arg args[CPYTHON_MAX_ARGS + CPYTHON_TASK_LOCALS];
-	char texts[CPYTHON_MAX_ARGS + CPYTHON_TASK_LOCALS][4 * CPYTHON_ARG_TEXT + 1];
+	/* Decoded in place: the store copies the texts once, from here. */
+	struct cpython_value v[CPYTHON_MAX_ARGS + CPYTHON_TASK_LOCALS];
 	struct cpython_raw_arg a;
-	struct cpython_value v;
 	const uint8_t *text;
 	uint32_t at = 0, n = 0;
 
 	cpython_read_type_names(proc, NULL, list, len);
 	while (n < CPYTHON_MAX_ARGS + CPYTHON_TASK_LOCALS &&
 	       cpython_next_arg(list, len, &at, &a, &text)) {
-		cpython_arg_value(&proc->layout, &proc->types, &a, text, &v);
+		cpython_arg_value(&proc->layout, &proc->types, &a, text, &v[n]);
 		args[n] = (struct sampler_arg){ .index = a.index,
 						.object = a.object,
-						.kind = v.kind,
-						.i = v.i,
-						.f = v.f,
-						.sized = v.sized,
-						.cut = v.cut };
-		if (v.kind == CPYTHON_VALUE_STR || v.kind == CPYTHON_VALUE_BYTES) {
-			memcpy(texts[n], v.text, sizeof(texts[n]));
-			args[n].text = texts[n];
-		} else if (v.kind == CPYTHON_VALUE_OTHER) {
-			args[n].text = cpython_type_name(proc, v.type);
-		}
+						.kind = v[n].kind,
+						.i = v[n].i,
+						.f = v[n].f,
+						.sized = v[n].sized,
+						.cut = v[n].cut };
+		if (v[n].kind == CPYTHON_VALUE_STR || v[n].kind == CPYTHON_VALUE_BYTES)
+			args[n].text = v[n].text;
+		else if (v[n].kind == CPYTHON_VALUE_OTHER)
+			args[n].text = cpython_type_name(proc, v[n].type);
 		n++;
 	}
 	if (arg_store__set_values(s->args, id, args, n))

@@ -1,7 +1,7 @@
 """The tool's two threads share nothing unguarded. The drainer reads the kernel's buffers
 and the target's memory; the other thread hands records out, names their frames and
 writes the trace. What a record carries must not change under the second while the
-first goes on (arguments decoded, type names read, a GIL found, processes forked):
+first goes on (arguments decoded, type names read, waits classified, processes named):
 the tool built with ThreadSanitizer (build/tsan) records tests/fixtures/py_shared.py,
 which takes those paths, and reports no data race.
 
