@@ -61,7 +61,7 @@ struct pytrace_py_cfg {
 	__u64 tstate_id;   /* native_thread_id (3.11+) or thread_id (the pthread_t) */
 	__u8 id_is_native; /* else the pthread_t: the thread's fs base on x86-64 glibc */
 	__u8 via_cframe;
-	__u8 code_tagged; /* mask the low bits of the code reference (3.14) */
+	__u8 code_tagged; /* mask the low bits of stack references: code, locals (3.14+) */
 	__u8 read_args;	  /* read each frame's parameters' values */
 	__u8 slots_in_span;
 	__u8 pad[3];

@@ -92,6 +92,8 @@ static long read_arg(__u32 j, void *arg)
 	}
 	asm volatile("" : "+r"(j)); /* masked, see read_frame */
 	obj = b->slots[j & (PYTRACE_BPF_MAX_ARGS - 1)];
+	if (w->cfg->code_tagged)
+		obj &= ~3ULL; /* a _PyStackRef (3.14+): see cpython_untag() */
 	a = (struct pytrace_raw_arg *)(b->args + at);
 	if (obj && copy_seen(b, obj, at)) {
 		a->frame = b->at;
@@ -340,6 +342,10 @@ static __always_inline void read_task(struct arg_walk *w, __u64 frame, __u32 k)
 				(const void *)(locals + cfg->task_slot[k][0] * 8)) ||
 	    bpf_probe_read_user(&b->slots[1], 8, (const void *)(locals + cfg->task_slot[k][1] * 8)))
 		return;
+	if (cfg->code_tagged) {
+		b->slots[0] &= ~3ULL;
+		b->slots[1] &= ~3ULL;
+	}
 	if (cfg->task_item[k]) {
 		/* An executor's work item: its work id, no task between tasks (see args.c). */
 		b->slots[0] = b->slots[0] ? first_attr(cfg, b->slots[0]) : 0;

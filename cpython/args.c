@@ -80,6 +80,7 @@ static bool read_one(const struct cpython_layout *l, const struct cpython_mem *m
 	if (out->used + CPYTHON_RAW_ARG_MAX > out->size)
 		return false;
 	memset(&a, 0, sizeof(a));
+	object = cpython_untag(l, object);
 	a.index = index;
 	a.object = object;
 	if (!object) {
@@ -175,6 +176,7 @@ int cpython_read_task_locals(const struct cpython_layout *l, const struct cpytho
 		if (mem->read(mem->ctx, frame + l->frame_localsplus + task->slots[i] * 8ULL,
 			      &objects[i], 8))
 			return 0;
+		objects[i] = cpython_untag(l, objects[i]);
 	}
 	if (task->kind == CPYTHON_TASK_CF_PROCESS) {
 		/*

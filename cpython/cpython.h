@@ -59,6 +59,8 @@ struct cpython_layout {
 	uint64_t interp_next, interp_threads_head;
 	uint64_t tstate_next, tstate_interp, tstate_thread_id, tstate_native_thread_id;
 	uint64_t tstate_frame; /* frame, cframe (3.11, 3.12) or current_frame */
+	/* 3.15+: the thread state's own GIL flags (int holds_gil, gil_requested); 0: none */
+	uint64_t tstate_holds_gil, tstate_gil_requested;
 	bool frame_via_cframe; /* 3.11, 3.12: tstate->cframe->current_frame */
 	uint64_t cframe_current_frame;
 	uint64_t frame_previous, frame_code, frame_instr, frame_owner; /* owner: 3.11+ */
@@ -73,13 +75,19 @@ struct cpython_layout {
 	enum cpython_live { CPYTHON_LIVE_NONE, CPYTHON_LIVE_EXECUTING, CPYTHON_LIVE_STATE } live;
 	/*
 	 * 3.11+: a generator's frame lies inside the generator object, whose frame state
-	 * (int8_t gi_frame_state, FRAME_EXECUTING 0 while it runs) is this many bytes before
+	 * (int8_t gi_frame_state, gen_executing while it runs) is this many bytes before
 	 * the frame. A frame owned by a generator that is not running was read after it
 	 * yielded: its previous pointer is gone (NULL) or about to be. 0: not checked.
 	 */
 	uint64_t gen_frame_state_back;
-	uint64_t frame_size;	      /* bytes to read per frame */
-	bool code_tagged;	      /* 3.14: f_executable is a tagged stack reference */
+	int8_t gen_executing; /* the running state: FRAME_EXECUTING, 0 until 3.14, 4 in 3.15 */
+	uint64_t frame_size;  /* bytes to read per frame */
+	/*
+	 * 3.14+: f_executable and the fast locals are _PyStackRefs, whose low bits tag
+	 * (Py_TAG_BITS: 1 in 3.14, 3 in 3.15; an immortal object such as a small int or
+	 * None has bit 0 set, and 3.14's NULL is 1): cpython_untag() masks them.
+	 */
+	bool code_tagged;
 	unsigned owner_first_skipped; /* owners >= this are C-stack/interpreter shims */
 	enum cpython_instr instr;
 	uint64_t code_filename, code_name, code_qualname, code_firstlineno, code_linetable;
@@ -127,6 +135,12 @@ struct cpython_layout {
 	uint64_t tuple_items, float_value, dict_used, set_used;
 	uint64_t function_code; /* PyFunctionObject.func_code */
 };
+
+/* The object a frame slot or f_executable refers to (see code_tagged). */
+static inline uint64_t cpython_untag(const struct cpython_layout *l, uint64_t ref)
+{
+	return l->code_tagged ? ref & ~(uint64_t)3 : ref;
+}
 
 /*
  * How to read the target's memory: @read returns 0 when all @len bytes were read.

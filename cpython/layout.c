@@ -1,7 +1,7 @@
 /*
  * CPython's layouts: built-in tables for 3.8-3.12 (checked against each installed
  * version's headers by tests/cpython/test_offsets.py) and decoders for the
- * _Py_DebugOffsets that 3.13 and 3.14 keep at the start of _PyRuntime.
+ * _Py_DebugOffsets that 3.13, 3.14 and 3.15 keep at the start of _PyRuntime.
  */
 #include <errno.h>
 #include <string.h>
@@ -310,6 +310,86 @@ struct debug_offsets_314 {
 	} unicode_object;
 };
 
+/*
+ * _Py_DebugOffsets of 3.15 (888 bytes): thread state gained base_frame,
+ * last_profiled_frame(_seq), holds_gil, gil_requested, current_exception and exc_state,
+ * then an error stack item section; type objects tp_basicsize and tp_dictoffset, and a
+ * heap type section follows; unicode objects the compact object's size. Checked against
+ * the real 3.15 by tests/e2e/test_cpython_offsets.py.
+ */
+struct debug_offsets_315 {
+	char cookie[8];
+	uint64_t version, free_threaded;
+	struct {
+		uint64_t size, finalizing, interpreters_head;
+	} runtime_state;
+	struct {
+		uint64_t size, id, next, threads_head, threads_main, gc, imports_modules, sysdict,
+			builtins, ceval_gil, gil_runtime_state, gil_enabled, gil_locked, gil_holder,
+			code_object_generation, tlbc_generation;
+	} interpreter_state;
+	struct {
+		uint64_t size, prev, next, interp, current_frame, base_frame, last_profiled_frame,
+			last_profiled_frame_seq, thread_id, native_thread_id, datastack_chunk,
+			status, holds_gil, gil_requested, current_exception, exc_state;
+	} thread_state;
+	struct {
+		uint64_t exc_value;
+	} err_stackitem;
+	struct {
+		uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer,
+			tlbc_index;
+	} interpreter_frame;
+	struct {
+		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
+			localsplusnames, localspluskinds, co_code_adaptive, co_tlbc;
+	} code_object;
+	struct {
+		uint64_t size, ob_type;
+	} pyobject;
+	struct {
+		uint64_t size, tp_name, tp_repr, tp_flags, tp_basicsize, tp_dictoffset;
+	} type_object;
+	struct {
+		uint64_t size, ht_cached_keys;
+	} heap_type_object;
+	struct {
+		uint64_t size, ob_item, ob_size;
+	} tuple_object, list_object;
+	struct {
+		uint64_t size, used, table, mask;
+	} set_object;
+	struct {
+		uint64_t size, ma_keys, ma_values;
+	} dict_object;
+	struct {
+		uint64_t size, ob_fval;
+	} float_object;
+	struct {
+		uint64_t size, lv_tag, ob_digit;
+	} long_object;
+	struct {
+		uint64_t size, ob_size, ob_sval;
+	} bytes_object;
+	struct {
+		uint64_t size, state, length, asciiobject_size, compactunicodeobject_size;
+	} unicode_object;
+	struct {
+		uint64_t size, collecting, frame, generation_stats_size, generation_stats;
+	} gc;
+	struct {
+		uint64_t size, gi_name, gi_iframe, gi_frame_state;
+	} gen_object;
+	struct {
+		uint64_t next, prev;
+	} llist_node;
+	struct {
+		uint64_t eval_breaker, remote_debugger_support, remote_debugging_enabled,
+			debugger_pending_call, debugger_script_path, debugger_script_path_size;
+	} debugger_support;
+};
+_Static_assert(sizeof(struct debug_offsets_315) == 888, "3.15's _Py_DebugOffsets is 888 bytes");
+
 /* Offsets read from a target are data: bound them before use. */
 static bool plausible(uint64_t offset)
 {
@@ -339,9 +419,10 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 	/* PyCompactUnicodeObject = PyASCIIObject + utf8_length + utf8 since 3.12. */
 	l->unicode_compact_size = l->unicode_ascii_size + 16;
 	/*
-	 * Not in _Py_DebugOffsets: the rest of what names and the GIL need, as in 3.13's
-	 * headers (checked by tests/e2e/test_cpython_offsets.py). 3.14's are not known here
-	 * (no 3.14 to check against): its names are not read.
+	 * Not in 3.13's or 3.14's _Py_DebugOffsets: the rest of what names and the GIL need,
+	 * as in their headers (the same in 3.13, 3.14 and 3.15; checked against each real
+	 * build's headers by tests/e2e/test_cpython_offsets.py). 3.15 gives some of them
+	 * itself: those are copied after this.
 	 */
 	l->long_tagged = true;
 	l->dicts = CPYTHON_DICTS_311;
@@ -350,21 +431,34 @@ static void modern_defaults(struct cpython_layout *l, unsigned minor)
 	l->function_code = 48; /* func_code after globals, builtins, name, qualname */
 	if (!plausible(l->gil_locked) || !plausible(l->gil_last_holder))
 		l->interp_gil = 0; /* the GIL is not read; frames still are */
-	if (minor == 13) {
-		/* co_version right before co_localsplusnames, as in 3.12. */
-		l->code_version = l->code_varnames >= 4 ? l->code_varnames - 4 : 0;
-		l->gen_frame_state_back = 5; /* 3.14's is in _Py_DebugOffsets, not read yet */
-		l->names_supported = true;
-		l->managed = CPYTHON_MANAGED_313;
-		l->gil_cond = 32;
-		l->gil_mutex = 80;
-		l->gil_switch_cond = 120;
-		l->type_basicsize = 32;
-		l->type_dictoffset = 288;
-		l->heaptype_cached_keys = 880;
-		l->values_items = 8;
-		l->module_dict = 16;
-	}
+	/* co_version right before co_localsplusnames, as in 3.12. */
+	l->code_version = l->code_varnames >= 4 ? l->code_varnames - 4 : 0;
+	l->gen_frame_state_back = 5;
+	/* 3.15 renumbered generator states: 0 is now "created", 4 "executing". */
+	l->gen_executing = minor >= 15 ? 4 : 0;
+	l->names_supported = true;
+	l->managed = CPYTHON_MANAGED_313;
+	l->gil_cond = 32;
+	l->gil_mutex = 80;
+	l->gil_switch_cond = 120;
+	l->type_basicsize = 32;
+	l->type_dictoffset = 288;
+	l->heaptype_cached_keys = 880;
+	l->values_items = 8;
+	l->module_dict = 16;
+}
+
+/* What 3.15's table says that 3.13's and 3.14's don't. */
+static void copy_315(struct cpython_layout *l, const struct debug_offsets_315 *d)
+{
+	l->type_basicsize = d->type_object.tp_basicsize;
+	l->type_dictoffset = d->type_object.tp_dictoffset;
+	l->heaptype_cached_keys = d->heap_type_object.ht_cached_keys;
+	l->unicode_compact_size = d->unicode_object.compactunicodeobject_size;
+	if (d->gen_object.gi_iframe > d->gen_object.gi_frame_state)
+		l->gen_frame_state_back = d->gen_object.gi_iframe - d->gen_object.gi_frame_state;
+	l->tstate_holds_gil = d->thread_state.holds_gil;
+	l->tstate_gil_requested = d->thread_state.gil_requested;
 }
 
 #define COPY_COMMON(l, d)                                                                          \
@@ -487,6 +581,16 @@ int cpython_decode_debug_offsets(const uint8_t *image, size_t len, unsigned mino
 			return -EINVAL;
 		memcpy(&d, image, sizeof(d));
 		COPY_COMMON(out, &d);
+	} else if (image_minor == 15) {
+		struct debug_offsets_315 d;
+
+		if (len < sizeof(d))
+			return -EINVAL;
+		memcpy(&d, image, sizeof(d));
+		COPY_COMMON(out, &d);
+		modern_defaults(out, image_minor);
+		copy_315(out, &d);
+		return layout_plausible(out) ? 0 : -EINVAL;
 	} else {
 		return -ENOTSUP;
 	}

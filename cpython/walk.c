@@ -119,7 +119,8 @@ static bool generator_running(const struct cpython_layout *l, const struct cpyth
 
 	if (!l->gen_frame_state_back)
 		return true;
-	return !mem->read(mem->ctx, frame - l->gen_frame_state_back, &state, 1) && state == 0;
+	return !mem->read(mem->ctx, frame - l->gen_frame_state_back, &state, 1) &&
+	       state == l->gen_executing;
 }
 
 /*
@@ -281,8 +282,7 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 			return -EAGAIN;
 		memcpy(&code, buf + l->frame_code, 8);
 		memcpy(&previous, buf + l->frame_previous, 8);
-		if (l->code_tagged)
-			code &= ~(uint64_t)3;
+		code = cpython_untag(l, code);
 		if (l->frame_owner)
 			owner = buf[l->frame_owner];
 		if (owner >= l->owner_first_skipped) {

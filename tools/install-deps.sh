@@ -4,7 +4,7 @@
 set -eu
 
 packages="build-essential pkg-config zlib1g-dev libcmocka-dev libdw-dev libelf-dev \
-libbpf-dev bpftool clang llvm clang-format cppcheck python3 protobuf-compiler"
+libbpf-dev bpftool clang llvm clang-format cppcheck python3 protobuf-compiler patchelf"
 command -v node >/dev/null 2>&1 || packages="$packages nodejs"
 command -v npm >/dev/null 2>&1 || packages="$packages npm"
 
@@ -23,5 +23,8 @@ if [ -n "$missing" ]; then
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q $missing
 fi
 
-cd "$(dirname "$0")/../tests/viewer"
-npm ci --no-audit --no-fund
+top=$(cd "$(dirname "$0")/.." && pwd)
+(cd "$top/tests/viewer" && npm ci --no-audit --no-fund)
+
+# The real CPython 3.14 and 3.15 the tests run against (Debian sid's, into .sid/).
+"$top/tools/fetch-pythons.sh"

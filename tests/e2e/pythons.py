@@ -1,10 +1,47 @@
-"""The CPython interpreters installed here that the tests run against."""
+"""The CPython interpreters the tests run against: pyenv's 3.8+, Debian's static
+python3.11, and Debian sid's real 3.14 and 3.15 (tools/fetch-pythons.sh, run by
+`make deps`, puts them in .sid/)."""
 import glob
 import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SID_ROOT = os.path.join(ROOT, ".sid", "root")
+SID_VERSIONS = ("3.14", "3.15")
+_warned = []
+
+
+def sid_python(version):
+    """Sid's python@version patched to run here, or None when not fetched."""
+    path = os.path.join(SID_ROOT, "usr", "bin", "python%s-host" % version)
+    return path if os.access(path, os.X_OK) else None
+
+
+def sid_include(version):
+    """The folder of sid's python@version headers, or None."""
+    path = os.path.join(SID_ROOT, "usr", "include", "python" + version)
+    return path if os.path.isdir(os.path.join(path, "internal")) else None
+
+
+def _sid():
+    found = []
+    for version in SID_VERSIONS:
+        path = sid_python(version)
+        if path:
+            found.append(("sid-" + version, path))
+        elif os.environ.get("CI"):
+            # CI fetched them in `make deps`: without them it would test less and pass.
+            raise RuntimeError("CI: Debian sid's python%s is missing from .sid/ "
+                               "(tools/fetch-pythons.sh failed?)" % version)
+        elif not _warned:
+            _warned.append(version)
+            print("pythons: skipping Debian sid's real 3.14 and 3.15: not in .sid/ "
+                  "(run `make deps`, which needs Debian's archive)", file=sys.stderr)
+    return found
 
 
 def interpreters():
-    """(label, path) of every pyenv CPython 3.8+ and Debian's static python3.11."""
+    """(label, path) of every pyenv CPython 3.8+, Debian's static python3.11 and sid's."""
     found = []
     for path in sorted(glob.glob("/root/.pyenv/versions/3.*/bin/python3")):
         version = path.split("/")[-3]
@@ -13,7 +50,7 @@ def interpreters():
             found.append(("pyenv-" + version, path))
     if os.path.exists("/usr/bin/python3.11"):
         found.append(("debian-3.11", "/usr/bin/python3.11"))
-    return found
+    return found + _sid()
 
 
 def per_interpreter(cls, backends=("bpf", "perf")):

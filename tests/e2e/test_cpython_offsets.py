@@ -2,8 +2,9 @@
 
 tests/cpython/offsets_probe.c is compiled against every installed version's internal
 headers and prints offsetof() of each field the reader uses; the built-in tables
-(3.8-3.12) and the offsets decoded from a live 3.13 process's _Py_DebugOffsets must
-agree with it field by field.
+(3.8-3.12) and the offsets decoded from a live 3.13, 3.14 or 3.15 process's
+_Py_DebugOffsets must agree with it field by field (3.14 and 3.15: Debian sid's real
+builds and their own headers).
 """
 import glob
 import os
@@ -12,6 +13,7 @@ import tempfile
 import time
 import unittest
 
+from pythons import interpreters, sid_include
 from tracefile import BUILD, ROOT
 
 PROBE = os.path.join(ROOT, "tests", "cpython", "offsets_probe.c")
@@ -22,12 +24,21 @@ def parse(text):
     return {k: int(v) for k, v in (line.split() for line in text.splitlines() if line)}
 
 
-def probe(version_dir, minor):
-    inc = os.path.join(version_dir, "include", "python3.%d" % minor)
+def probe(inc):
+    """offsetof() of every field, from the headers in @inc (a python3.X folder)."""
     with tempfile.TemporaryDirectory() as d:
         exe = os.path.join(d, "probe")
-        subprocess.run(["cc", "-o", exe, PROBE, "-I" + inc, "-I" + os.path.join(inc, "internal")],
-                       check=True, capture_output=True)
+        flags = ["-I" + inc, "-I" + os.path.join(inc, "internal")]
+        # Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>: give it
+        # that one folder, not the rest of sid's /usr/include (its libc's headers).
+        multiarch = os.path.join(os.path.dirname(inc), "x86_64-linux-gnu",
+                                 os.path.basename(inc))
+        if os.path.isdir(multiarch):
+            os.makedirs(os.path.join(d, "inc", "x86_64-linux-gnu"))
+            os.symlink(multiarch, os.path.join(d, "inc", "x86_64-linux-gnu",
+                                               os.path.basename(inc)))
+            flags.append("-I" + os.path.join(d, "inc"))
+        subprocess.run(["cc", "-o", exe, PROBE] + flags, check=True, capture_output=True)
         return parse(subprocess.run([exe], check=True, capture_output=True, text=True).stdout)
 
 
@@ -43,17 +54,16 @@ class Offsets(unittest.TestCase):
 
 def make_builtin_test(version_dir, minor):
     def test(self):
-        theirs = probe(version_dir, minor)
+        theirs = probe(os.path.join(version_dir, "include", "python3.%d" % minor))
         ours = parse(subprocess.run([DUMP, str(minor)], check=True, capture_output=True,
                                     text=True).stdout)
         self.compare(ours, theirs)
     return test
 
 
-def make_decoded_test(version_dir, minor):
+def make_decoded_test(inc, python, minor):
     def test(self):
-        theirs = probe(version_dir, minor)
-        python = os.path.join(version_dir, "bin", "python3")
+        theirs = probe(inc)
         target = subprocess.Popen([python, "-c", "import time; time.sleep(30)"])
         try:
             time.sleep(0.5)
@@ -75,7 +85,19 @@ for _dir in sorted(glob.glob("/root/.pyenv/versions/3.*")):
     if 8 <= _minor <= 12:
         setattr(Offsets, "test_builtin_3_%d" % _minor, make_builtin_test(_dir, _minor))
     elif _minor >= 13:
-        setattr(Offsets, "test_decoded_3_%d" % _minor, make_decoded_test(_dir, _minor))
+        setattr(Offsets, "test_decoded_3_%d" % _minor,
+                make_decoded_test(os.path.join(_dir, "include", "python3.%d" % _minor),
+                                  os.path.join(_dir, "bin", "python3"), _minor))
+# Debian sid's real builds, read from their own _Py_DebugOffsets, against their headers.
+for _label, _python in interpreters():
+    if _label.startswith("sid-"):
+        _version = _label[4:]
+        _inc = sid_include(_version)
+        if not _inc:
+            raise RuntimeError("sid's python%s has no headers in .sid/ (run make deps)"
+                               % _version)
+        setattr(Offsets, "test_decoded_sid_%s" % _version.replace(".", "_"),
+                make_decoded_test(_inc, _python, int(_version.split(".")[1])))
 
 
 if __name__ == "__main__":
