@@ -75,6 +75,12 @@ struct pytrace_py_cfg {
 	__u8 pad2[5];
 	__u64 type_flags, type_basicsize, type_dictoffset, dict_values, values_items;
 	/*
+	 * 3.13+ (PYTRACE_ATTR_313): the work id is found by its name in the keys that lay
+	 * out the values (3.14 orders a class's shared keys otherwise than its __init__ sets
+	 * them): PyHeapTypeObject.ht_cached_keys, PyDictObject.ma_keys, sizeof(PyASCIIObject).
+	 */
+	__u64 heaptype_cached_keys, dict_keys, unicode_ascii_size;
+	/*
 	 * The GIL's `locked` flag (a 4-byte int) and `last_holder` (a thread state), in the
 	 * target; 0 until user space found them (cpython_gil_addrs()).
 	 */

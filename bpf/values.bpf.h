@@ -269,18 +269,56 @@ static __always_inline void read_args(struct arg_walk *w, __u64 frame)
 #define TPFLAGS_INLINE_VALUES (1ULL << 2) /* 3.13+ */
 #define TPFLAGS_MANAGED_DICT (1ULL << 4)  /* 3.11+ */
 
+/* PyDictKeysObject (3.11+): where cpython/objects.c reads them too. */
+#define KEYS_LOG2_INDEX_BYTES 9
+#define KEYS_KIND 10
+#define KEYS_NENTRIES 24
+#define KEYS_INDICES 32
+#define KEYS_MAX_SEARCHED 16 /* entries compared; a work item has four attributes */
+
+/* "work_id" and its NUL, as the 8 bytes of a compact ASCII str's text. */
+#define WORK_ID_TEXT 0x0064695f6b726f77ULL
+
 /*
- * The first instance attribute of @obj in its split dict's or inline values (an
- * executor's work item: its work_id, the first attribute its class's __init__ sets and
- * unpickling restores), as cpython/objects.c finds attributes by name; 0 when it is not
+ * The index of the key "work_id" among the entries of split keys @keys (unicode keys:
+ * 16-byte entries, key first), or -1. Bounded: at most KEYS_MAX_SEARCHED entries.
+ */
+static __always_inline int work_id_index(const struct pytrace_py_cfg *cfg, __u64 keys)
+{
+	__u8 log2_index_bytes = 0, kind = 0;
+	__u64 n, entries, key, text;
+	int err = 0;
+
+	if (bpf_probe_read_user(&log2_index_bytes, 1,
+				(const void *)(keys + KEYS_LOG2_INDEX_BYTES)) ||
+	    bpf_probe_read_user(&kind, 1, (const void *)(keys + KEYS_KIND)) || kind == 0 ||
+	    log2_index_bytes > 16)
+		return -1; /* kind 0: general keys, not a split dict's */
+	n = read_u64(keys + KEYS_NENTRIES, &err);
+	entries = keys + KEYS_INDICES + (1ULL << log2_index_bytes);
+	for (int i = 0; i < KEYS_MAX_SEARCHED; i++) {
+		if (err || (__u64)i >= n)
+			return -1;
+		key = read_u64(entries + 16 * i, &err);
+		text = key ? read_u64(key + cfg->unicode_ascii_size, &err) : 0;
+		if (!err && text == WORK_ID_TEXT)
+			return i;
+	}
+	return -1;
+}
+
+/*
+ * The work id of @obj, an executor's work item, from its split dict's or inline values,
+ * as cpython/objects.c finds attributes by name; before 3.13, the first of them (its
+ * class's __init__ sets work_id first, and unpickling restores it so); 0 when it is not
  * laid out that way (a combined dict) or can't be read.
  */
 static __noinline __u64 first_attr(const struct pytrace_py_cfg *cfg, __u64 obj)
 {
-	__u64 type, flags, dict = 0, values = 0, basicsize, v;
+	__u64 type, flags, dict = 0, values = 0, basicsize, v, keys = 0;
 	__s64 offset;
 	__u8 valid = 0;
-	int err = 0;
+	int err = 0, index = 0;
 
 	type = read_u64(obj + 8, &err);
 	flags = type ? read_u64(type + cfg->type_flags, &err) : 0;
@@ -322,11 +360,22 @@ static __noinline __u64 first_attr(const struct pytrace_py_cfg *cfg, __u64 obj)
 	default:
 		return 0;
 	}
-	if (!values && dict && !err)
+	if (!values && dict && !err) {
 		values = read_u64(dict + cfg->dict_values, &err); /* NULL when combined */
+		if (cfg->attr_mode == PYTRACE_ATTR_313)
+			keys = read_u64(dict + cfg->dict_keys, &err);
+	} else if (values && cfg->attr_mode == PYTRACE_ATTR_313) {
+		keys = read_u64(type + cfg->heaptype_cached_keys, &err);
+	}
 	if (err || !values)
 		return 0;
-	v = read_u64(values + cfg->values_items, &err);
+	if (cfg->attr_mode == PYTRACE_ATTR_313) {
+		index = keys ? work_id_index(cfg, keys) : -1;
+		if (index < 0)
+			return 0;
+	}
+	v = read_u64(values + cfg->values_items + 8 * (__u64)(index & (KEYS_MAX_SEARCHED - 1)),
+		     &err);
 	return err ? 0 : v;
 }
 

@@ -145,6 +145,14 @@ static void print_summary(struct session *s, int close_err, bool written,
 			st.cut_stacks, CPYTHON_MAX_FRAMES, CPYTHON_MAX_FRAMES, st.cut_frames,
 			st.rootless_stacks ? "; some deeper than could be read, their root missing"
 					   : "");
+	/* A few at start-up and shutdown are usual (a frame half made); most are not. */
+	if (sy.interleave_mismatches * 2 > sy.stacks)
+		fprintf(stderr,
+			"pytrace-sample: --native: in %" PRIu64
+			" stacks the interpreter's eval loop had no name (a stripped CPython, "
+			"such as a distribution's without its debug symbols): they show their "
+			"Python frames alone (otherData.native_interleave_mismatches)\n",
+			sy.interleave_mismatches);
 	if (ts->slices_too_deep)
 		fprintf(stderr,
 			"pytrace-sample: %" PRIu64 " slices deeper than %u levels were left out, "
@@ -208,6 +216,7 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "messages_restamped", st.messages_restamped);
 	trace__note(s->trace, "frequency_hz", s->opts->sampler.frequency_hz);
 	trace__note(s->trace, "unknown_native_frames", sy.unknown_frames);
+	trace__note(s->trace, "native_interleave_mismatches", sy.interleave_mismatches);
 	trace__note(s->trace, "stacks_without_user_state", sy.no_user_state);
 	trace__note(s->trace, "record_errors", (uint64_t)s->record_errors);
 	if (s->records_dropped || s->count_incomplete) {

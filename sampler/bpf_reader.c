@@ -277,6 +277,9 @@ int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cp
 		cfg.type_dictoffset = l->type_dictoffset;
 		cfg.dict_values = l->dict_values;
 		cfg.values_items = l->values_items;
+		cfg.heaptype_cached_keys = l->heaptype_cached_keys;
+		cfg.dict_keys = l->dict_keys;
+		cfg.unicode_ascii_size = l->unicode_ascii_size;
 	}
 	cfg.runtime = proc->runtime;
 	cfg.runtime_interpreters_head = l->runtime_interpreters_head;

@@ -63,6 +63,17 @@ def make_native(python):
         self.assertEqual(trace.nesting_errors, [])
         longest = max(trace.named("leaf"), key=lambda s: s.dur)
         chain = list(reversed(longest.ancestors()))
+        if "/.sid/" in python:
+            # Debian's builds are stripped (their debug symbols are in an archive not
+            # reachable here): the eval loop has no name, so no native frame can be
+            # placed among the Python ones. The trace says so and keeps the Python ones.
+            for name in ("<module>", "main", "middle"):
+                self.assertIn(name, chain)
+            self.assertGreater(trace.other["native_interleave_mismatches"], 0, trace.other)
+            return
+        # A few stacks at start-up and shutdown (a frame half made) are usual.
+        self.assertLess(trace.other["native_interleave_mismatches"],
+                        0.1 * trace.other["samples"], trace.other)
         # Native frames around the Python ones, in call order.
         self.assertIn("Py_RunMain", chain)
         for name in ("<module>", "main", "middle"):
