@@ -280,7 +280,16 @@ struct frame_walk {
 	struct walk_buf *buf;
 	__u64 frame; /* the next frame to read; 0 at the end of the chain */
 	int err;
+	__u32 python_frames; /* frames read that are not shims (owner < OWNER_SHIM) */
 };
+
+/*
+ * Frame owners from here on are the interpreter's own shims (3.11+: C-stack entry
+ * frames; 3.15: also the base frame that ends every thread's chain): user space skips
+ * them (cpython_layout.owner_first_skipped), and a chain of shims alone has no frame
+ * to show: a thread at start-up, before its first Python call.
+ */
+#define OWNER_SHIM 3
 
 /*
  * The length of a span to read, as the verifier can see it bounded: a plain check can be
@@ -366,6 +375,7 @@ static long read_frame(__u32 i, void *arg)
 	f->code = code;
 	f->instr = span_u64(b->frame, cfg->frame_instr);
 	f->owner = cfg->frame_owner ? (__u8)span_u64(b->frame, cfg->frame_owner) : 0;
+	w->python_frames += f->owner < OWNER_SHIM;
 	f->filename = f->name = 0;
 	b->at = i;
 	w->e->nframes = i + 1; /* frames read so far; then those sent, see walk_and_send */
@@ -474,7 +484,7 @@ static int walk_and_send(__u32 kind, __u32 tgid, __u32 tid)
 		count(PYTRACE_STAT_READ_ERRORS);
 		return -1;
 	}
-	if (!e->nframes) {
+	if (!e->nframes || !w.python_frames) {
 		count(PYTRACE_STAT_NO_FRAMES);
 		return -1;
 	}
