@@ -204,6 +204,13 @@ static __u64 find_tstate(const struct pytrace_py_cfg *cfg, __u32 tid)
 	__u64 interp;
 
 	t.want = cfg->id_is_native ? tid : kernel_u64(task, kernel_offsets.task_fsbase);
+	if (cfg->id_is_native && cfg->pidns_ino) {
+		struct bpf_pidns_info ns;
+
+		if (bpf_get_ns_current_pid_tgid(cfg->pidns_dev, cfg->pidns_ino, &ns, sizeof(ns)))
+			return 0;
+		t.want = ns.pid;
+	}
 	interp = read_u64(cfg->runtime + cfg->runtime_interpreters_head, &t.err);
 	if (t.err || !interp)
 		return 0;

@@ -85,6 +85,11 @@ struct pytrace_py_cfg {
 	 * target; 0 until user space found them (cpython_gil_addrs()).
 	 */
 	__u64 gil_locked, gil_holder;
+	/*
+	 * A process in another pid namespace (a container): its native thread ids are that
+	 * namespace's, stat() of /proc/PID/ns/pid names it. 0 and 0: ours.
+	 */
+	__u64 pidns_dev, pidns_ino;
 };
 
 enum pytrace_attr_mode {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+#include "../common/term.h"
 #include "../cpython/cpython.h"
 #include "../sampler/sampler.h"
 #include "cli.h"
@@ -69,8 +70,11 @@ static void print_thread_name(const struct dump_names *names, uint32_t tid)
 	for (i = 0; i < names->nthreads; i++) {
 		if (names->threads[i].tid != tid)
 			continue;
+		char esc[TERM_ESCAPED(CPYTHON_NAME_MAX)];
+
 		if (!names->threads[i].err)
-			printf(" \"%s\"", names->threads[i].name);
+			printf(" \"%s\"", term_escape(esc, sizeof(esc), names->threads[i].name,
+						      CPYTHON_NAME_MAX));
 		else if (names->threads[i].err != -ENOENT)
 			printf(" [name unreadable]");
 		return;
@@ -96,7 +100,7 @@ static void print_gil_wait(const struct cpython_gil_addrs *gil, uint64_t uaddr)
 static void print_thread(struct cpython_process *p, const struct dump_names *names, uint32_t tid)
 {
 	struct cpython_frame *frames = calloc(CPYTHON_MAX_FRAMES, sizeof(*frames));
-	char comm[64] = "", path[64];
+	char comm[64] = "", path[64], esc[TERM_ESCAPED(512)], esc2[TERM_ESCAPED(512)];
 	FILE *f;
 	int n, i, tries;
 
@@ -117,7 +121,7 @@ static void print_thread(struct cpython_process *p, const struct dump_names *nam
 		n = walk_twice(p, tid, frames);
 	if (n > 0)
 		cpython_read_codes(p, NULL, frames, (uint32_t)n);
-	printf("  Thread %u (%s)", tid, comm);
+	printf("  Thread %u (%s)", tid, term_escape(esc, sizeof(esc), comm, sizeof(comm)));
 	print_thread_name(names, tid);
 	if (!names->gil_err && names->gil.locked && names->gil.tid == tid)
 		printf(" holding the GIL");
@@ -136,7 +140,9 @@ static void print_thread(struct cpython_process *p, const struct dump_names *nam
 			       (unsigned long long)frames[i].code);
 			continue;
 		}
-		printf("    %s (%s:%u)\n", e->info.name, e->info.filename,
+		printf("    %s (%s:%u)\n",
+		       term_escape(esc, sizeof(esc), e->info.name, sizeof(e->info.name)),
+		       term_escape(esc2, sizeof(esc2), e->info.filename, sizeof(e->info.filename)),
 		       cpython_line(p->layout.lines, e->info.linetable, e->info.linetable_len,
 				    e->info.firstlineno, frames[i].lasti));
 	}
@@ -149,7 +155,7 @@ static void print_thread(struct cpython_process *p, const struct dump_names *nam
  */
 static void print_names(struct cpython_process *p, struct dump_names *names)
 {
-	char name[CPYTHON_NAME_MAX];
+	char name[CPYTHON_NAME_MAX], esc[TERM_ESCAPED(CPYTHON_NAME_MAX)];
 	int err = cpython_process_name(p, NULL, name, sizeof(name));
 
 	if (err == -ENOTSUP) {
@@ -158,7 +164,8 @@ static void print_names(struct cpython_process *p, struct dump_names *names)
 		return;
 	}
 	if (!err)
-		printf("  multiprocessing name: \"%s\"\n", name);
+		printf("  multiprocessing name: \"%s\"\n",
+		       term_escape(esc, sizeof(esc), name, sizeof(name)));
 	else if (err != -ENOENT)
 		printf("  multiprocessing name: unreadable\n");
 	names->threads = calloc(CPYTHON_MAX_THREADS, sizeof(*names->threads));
@@ -190,26 +197,27 @@ static bool print_process(pid_t pid)
 {
 	struct cpython_process *p = cpython_process__find(pid);
 	int err = p ? 0 : errno;
-	char cmdline[512] = "?";
+	char cmdline[512] = "?", esc[TERM_ESCAPED(512)];
 	struct dump_names names = { 0 };
 	pid_t *tids = NULL;
 	size_t ntids = 0, i;
 
 	sampler_read_cmdline(pid, cmdline, sizeof(cmdline));
+	term_escape(esc, sizeof(esc), cmdline, sizeof(cmdline));
 	if (err == EACCES || err == EPERM) {
 		fflush(stdout);
 		fprintf(stderr,
 			"pytrace-sample: cannot read %d (%s): permission denied (run with sudo or "
 			"grant CAP_SYS_PTRACE)\n",
-			pid, cmdline);
+			pid, esc);
 		return false;
 	}
 	if (!p) {
 		printf("Process %d: %s\n  not a Python process (no CPython runtime mapped)\n", pid,
-		       cmdline);
+		       esc);
 		return true;
 	}
-	printf("Process %d: %s\n  Python 3.%u\n", pid, cmdline, p->layout.minor);
+	printf("Process %d: %s\n  Python 3.%u\n", pid, esc, p->layout.minor);
 	print_names(p, &names);
 	print_gil(p, &names);
 	if (!sampler_list_threads(pid, &tids, &ntids)) {

@@ -69,6 +69,45 @@ static void name_process(struct session *s, const struct sampler_rec *r, const c
 		session__set_name(s, r->pid, 0, fallback);
 }
 
+/*
+ * An exec whose command line was not there yet when its record was drained: the kernel
+ * names the new program before it lays out its arguments, and a drainer that wakes at
+ * once can read between the two (seen 1 run in 3 for an exec through chroot). Read at
+ * its next records, while it still runs that program.
+ */
+#define LATE_NAME_TRIES 16
+struct late_name {
+	char comm[16];
+	unsigned tries;
+};
+
+static void wait_for_cmdline(struct session *s, const struct sampler_rec *r)
+{
+	struct late_name *late;
+
+	free(hashmap__remove(s->unnamed, r->pid));
+	if (r->cmdline || !(late = calloc(1, sizeof(*late))))
+		return;
+	snprintf(late->comm, sizeof(late->comm), "%s", r->comm.comm);
+	if (hashmap__set(s->unnamed, r->pid, late))
+		free(late);
+}
+
+static void name_late(struct session *s, uint32_t pid)
+{
+	struct late_name *late = hashmap__get(s->unnamed, pid);
+	char cmdline[1024];
+	int err;
+
+	if (!late)
+		return;
+	err = sampler_read_cmdline_of((pid_t)pid, late->comm, cmdline, sizeof(cmdline));
+	if (!err)
+		session__set_name(s, pid, 0, cmdline);
+	if (!err || err == -ESTALE || ++late->tries == LATE_NAME_TRIES)
+		free(hashmap__remove(s->unnamed, pid));
+}
+
 struct last_stack {
 	uint64_t time_ns;
 	uint32_t n;
@@ -267,6 +306,7 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 	switch (r->kind) {
 	case SREC_SAMPLE:
 	case SREC_OFF_CPU:
+		name_late(s, r->pid);
 		pynames__observe(s, r);
 		observe(s, r);
 		break;
@@ -285,6 +325,7 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 		 */
 		session__set_name(s, r->pid, 0, r->cmdline ? r->cmdline : r->comm.comm);
 		session__set_name(s, r->pid, r->tid, r->comm.comm);
+		wait_for_cmdline(s, r);
 		ev.kind = TRACE_EVENT_EXEC;
 		ev.text = session__name(s, r->pid, 0);
 		trace__event(s->trace, &ev);
@@ -297,6 +338,7 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 		trace__end_thread(s->trace, r->pid, r->tid, r->time_ns);
 		if (r->exit.last_in_process) {
 			pynames__gone(s, r->pid);
+			free(hashmap__remove(s->unnamed, r->pid));
 			ev.kind = TRACE_EVENT_EXIT;
 			/* Known when the kernel sent it: a reaped process's is gone from /proc. */
 			ev.value =
@@ -565,9 +607,10 @@ int cli_record(const struct cli_opts *o)
 		session__default_output(o, s->output, sizeof(s->output));
 	s->last_stacks = hashmap__new();
 	s->pynames = hashmap__new();
+	s->unnamed = hashmap__new();
 	s->frames = frame_table__new();
 	s->sym = s->frames ? symbolizer__new(&sym_opts, s->frames) : NULL;
-	if (!s->last_stacks || !s->sym)
+	if (!s->last_stacks || !s->unnamed || !s->sym)
 		goto out_free;
 	if (!o->quiet && !(s->summary = trace_summary__new()))
 		goto out_free;
@@ -604,6 +647,7 @@ out_free:
 	frame_table__free(s->frames);
 	trace_summary__free(s->summary);
 	hashmap__free_all(s->last_stacks, free);
+	hashmap__free_all(s->unnamed, free);
 	pynames__free_all(s);
 	free(s);
 	return status;

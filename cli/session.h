@@ -25,6 +25,7 @@ struct session {
 	char output[4096];
 	struct hashmap *last_stacks; /* tid -> struct last_stack: for waits with no stack */
 	struct hashmap *pynames;     /* pid -> Python's names for it, read now and then */
+	struct hashmap *unnamed;     /* pid -> struct late_name: an exec's command line to read */
 	struct trace_frame stack[MAX_FRAMES];
 	uint64_t started_ns, last_progress_ns;
 	bool child_reaped; /* the launched command, reaped when its exit was seen */

@@ -2,20 +2,16 @@
 #include "elf.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <gelf.h>
-#include <unistd.h>
+#include <stddef.h>
 
-int elf_load_bias(const char *path, uint64_t start, uint64_t pgoff, uint64_t *bias, bool *is_exec)
+int elf_load_bias(int fd, uint64_t start, uint64_t pgoff, uint64_t *bias, bool *is_exec)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	size_t nphdr, i;
 	GElf_Ehdr ehdr;
 	Elf *elf;
 	int err = -ENOEXEC;
 
-	if (fd < 0)
-		return -errno;
 	elf_version(EV_CURRENT);
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf || !gelf_getehdr(elf, &ehdr) || elf_getphdrnum(elf, &nphdr))
@@ -36,6 +32,5 @@ int elf_load_bias(const char *path, uint64_t start, uint64_t pgoff, uint64_t *bi
 out:
 	if (elf)
 		elf_end(elf);
-	close(fd);
 	return err;
 }

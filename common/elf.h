@@ -6,10 +6,10 @@
 #include <stdint.h>
 
 /*
- * Where the ELF file at @path, mapped at @start from file offset @pgoff, has its vaddr 0
- * (the load bias), and whether it is ET_EXEC (then addresses are absolute: bias 0).
- * 0 or -errno.
+ * Where the ELF file open at @fd (not closed; its offset unused), mapped at @start from
+ * file offset @pgoff, has its vaddr 0 (the load bias), and whether it is ET_EXEC (then
+ * addresses are absolute: bias 0). 0 or -errno.
  */
-int elf_load_bias(const char *path, uint64_t start, uint64_t pgoff, uint64_t *bias, bool *is_exec);
+int elf_load_bias(int fd, uint64_t start, uint64_t pgoff, uint64_t *bias, bool *is_exec);
 
 #endif

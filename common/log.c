@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "term.h"
+
 static enum log_level log_threshold = LOG_WARN;
 
 void log_set_level(enum log_level level)
@@ -14,13 +16,15 @@ void log_set_level(enum log_level level)
 void log_msg(enum log_level level, const char *fmt, ...)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
+	char msg[1024], esc[TERM_ESCAPED(sizeof(msg))];
 	va_list ap;
 
 	if (level > log_threshold)
 		return;
-	fprintf(stderr, "pytrace-sample: %s: ", names[level]);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	/* messages quote the target's names and paths: no escape sequence reaches a terminal */
+	fprintf(stderr, "pytrace-sample: %s: %s\n", names[level],
+		term_escape(esc, sizeof(esc), msg, sizeof(msg)));
 }

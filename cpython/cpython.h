@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "../common/fingerprint.h"
+#include "../common/pidns.h"
 
 #define CPYTHON_MAX_FRAMES 1024	 /* frames a walk returns: the root-most of a deeper stack */
 #define CPYTHON_WALK_FRAMES 8192 /* frames a walk reads at most */
@@ -173,22 +174,24 @@ int cpython_decode_debug_offsets(const uint8_t *image, size_t len, unsigned mino
 #define CPYTHON_DEBUG_OFFSETS_BYTES 1024
 
 /*
- * Looks in the ELF file at @path for _PyRuntime in .dynsym (never running the file).
- * On success stores its file address (before load bias), the minor version (from
- * Py_Version, else the file name; 0 when unknown), whether the file is ET_EXEC and, when
- * @types is not NULL, the file addresses of the built-in types (0 for those not found).
- * -ENOENT when the file holds no CPython runtime.
+ * Looks in the ELF file open at @fd (named @path: the minor version may come from its
+ * name) for _PyRuntime in .dynsym (never running the file). On success stores its file
+ * address (before load bias), the minor version (from Py_Version, else the file name; 0
+ * when unknown), whether the file is ET_EXEC and, when @types is not NULL, the file
+ * addresses of the built-in types (0 for those not found). -ENOENT when the file holds
+ * no CPython runtime.
  */
-int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *minor, bool *is_exec,
-			 struct cpython_types *types);
+int cpython_find_runtime(int fd, const char *path, uint64_t *runtime_vaddr, unsigned *minor,
+			 bool *is_exec, struct cpython_types *types);
 
 /*
- * For an executable mapping of @path at @start (file offset @pgoff): when the file is
- * CPython's interpreter or libpython, the address of _PyRuntime in that process and
- * the minor version (0 when unknown), and where the built-in types are (@types may be
- * NULL). -ENOENT otherwise.
+ * For an executable mapping in process @pid of @path (as the process sees it: see
+ * common/target_file.h) at @start (file offset @pgoff): when the file is CPython's
+ * interpreter or libpython, the address of _PyRuntime in that process and the minor
+ * version (0 when unknown), and where the built-in types are (@types may be NULL).
+ * -ENOENT otherwise; -ENOEXEC when the path is not a regular file.
  */
-int cpython_locate(const char *path, uint64_t start, uint64_t pgoff, uint64_t *runtime,
+int cpython_locate(pid_t pid, const char *path, uint64_t start, uint64_t pgoff, uint64_t *runtime,
 		   unsigned *minor, struct cpython_types *types);
 
 /* What a code object says about itself. Strings are UTF-8, truncated, NUL-terminated. */
@@ -407,6 +410,14 @@ struct cpython_process {
 	/* The pages the latest walk read, read in one call at the start of the next. */
 	uint64_t hot_pages[CPYTHON_HOT_PAGES];
 	uint32_t nhot;
+	/*
+	 * In another pid namespace (a container), its thread states hold the ids it sees:
+	 * read_threads() gives ours, through @ns_tids. @ns_pid: its pid as it sees it.
+	 */
+	bool other_pidns;
+	struct pidns_id pidns;
+	pid_t ns_pid;
+	struct pidns_map ns_tids;
 };
 
 struct cpython_thread {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../common/elf.h"
+#include "../common/target_file.h"
 #include "cpython.h"
 
 /* "libpython3.9.so.1.0" or "python3.12" -> 9 or 12; 0 when the name doesn't say. */
@@ -63,21 +64,18 @@ static void note_type(const char *name, uint64_t value, struct cpython_types *ty
 	}
 }
 
-int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *minor, bool *is_exec,
-			 struct cpython_types *types)
+int cpython_find_runtime(int fd, const char *path, uint64_t *runtime_vaddr, unsigned *minor,
+			 bool *is_exec, struct cpython_types *types)
 {
 	uint64_t runtime = 0, py_version = 0;
 	Elf_Scn *scn = NULL;
 	GElf_Ehdr ehdr;
-	int fd, err = -ENOENT;
+	int err = -ENOENT;
 	Elf *elf;
 
 	elf_version(EV_CURRENT);
 	if (types)
 		memset(types, 0, sizeof(*types));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf || !gelf_getehdr(elf, &ehdr))
 		goto out;
@@ -118,7 +116,6 @@ int cpython_find_runtime(const char *path, uint64_t *runtime_vaddr, unsigned *mi
 out:
 	if (elf)
 		elf_end(elf);
-	close(fd);
 	return err;
 }
 
@@ -131,20 +128,23 @@ static bool may_hold_runtime(const char *path)
 	return !strncmp(base, "python", 6) || !strncmp(base, "libpython", 9);
 }
 
-int cpython_locate(const char *path, uint64_t start, uint64_t pgoff, uint64_t *runtime,
+int cpython_locate(pid_t pid, const char *path, uint64_t start, uint64_t pgoff, uint64_t *runtime,
 		   unsigned *minor, struct cpython_types *types)
 {
 	struct cpython_types found;
 	uint64_t vaddr, bias;
 	bool is_exec, exec2;
-	int err, i;
+	int err, i, fd;
 
 	if (path[0] != '/' || !may_hold_runtime(path))
 		return -ENOENT;
-	err = cpython_find_runtime(path, &vaddr, minor, &is_exec, &found);
-	if (err)
-		return err;
-	err = elf_load_bias(path, start, pgoff, &bias, &exec2);
+	fd = target_file_open(pid, path);
+	if (fd < 0)
+		return fd;
+	err = cpython_find_runtime(fd, path, &vaddr, minor, &is_exec, &found);
+	if (!err)
+		err = elf_load_bias(fd, start, pgoff, &bias, &exec2);
+	close(fd);
 	if (err)
 		return err;
 	*runtime = is_exec ? vaddr : bias + vaddr;
@@ -179,7 +179,7 @@ struct cpython_process *cpython_process__find(pid_t pid)
 			continue;
 		name = line + name_at;
 		name[strcspn(name, "\n")] = '\0';
-		if (!cpython_locate(name, start, off, &runtime, &minor, &types)) {
+		if (!cpython_locate(pid, name, start, off, &runtime, &minor, &types)) {
 			p = cpython_process__new(pid, runtime, minor);
 			if (p)
 				p->types = types;

@@ -356,6 +356,13 @@ int cpython_read_u64(const struct cpython_mem *mem, uint64_t addr, uint64_t *v)
 	return mem->read(mem->ctx, addr, v, sizeof(*v));
 }
 
+/* A process read as it runs: is it in a pid namespace of its own? */
+static void note_pidns(struct cpython_process *p)
+{
+	p->other_pidns = pidns_probe(p->pid, &p->pidns, &p->ns_pid) == 1;
+	p->ns_tids.pid = p->pid;
+}
+
 struct cpython_process *cpython_process__new(pid_t pid, uint64_t runtime, unsigned minor)
 {
 	return cpython_process__new_mem(pid, runtime, minor, NULL);
@@ -366,6 +373,7 @@ struct cpython_process *cpython_process__new_mem(pid_t pid, uint64_t runtime, un
 {
 	struct cpython_process *p = calloc(1, sizeof(*p));
 	const struct cpython_layout *builtin = cpython_builtin_layout(minor);
+	bool live = !mem; /* read as it runs, not from a test's memory */
 
 	if (!p)
 		return NULL;
@@ -395,6 +403,8 @@ struct cpython_process *cpython_process__new_mem(pid_t pid, uint64_t runtime, un
 			return NULL;
 		}
 	}
+	if (live)
+		note_pidns(p);
 	return p;
 }
 
@@ -413,6 +423,7 @@ struct cpython_process *cpython_process__fork(const struct cpython_process *pare
 	p->ntask_codes = parent->ntask_codes;
 	p->pool_child = parent->pool_child;
 	p->pthread_tid_offset = parent->pthread_tid_offset;
+	note_pidns(p);
 	/* A forked child starts with its parent's code objects, at the same addresses. */
 	p->codes = parent->codes;
 	if (p->codes)
@@ -433,6 +444,7 @@ void cpython_process__put(struct cpython_process *p)
 		return;
 	codes__put(p->codes);
 	free(p->threads);
+	pidns_map__clear(&p->ns_tids);
 	free(p);
 }
 
@@ -445,20 +457,20 @@ void cpython_process__put(struct cpython_process *p)
 static void learn_tid_offset(struct cpython_process *p, const struct cpython_mem *mem,
 			     const uint64_t *pthreads, size_t n)
 {
-	uint32_t words[512];
+	uint32_t words[512], own_id = (uint32_t)(p->other_pidns ? p->ns_pid : p->pid);
 	size_t i, w;
 
 	for (i = 0; i < n && !p->pthread_tid_offset; i++) {
 		uint32_t tid;
 
-		if (!mem->read(mem->ctx, pthreads[i] + 0x2d0, &tid, 4) && tid == (uint32_t)p->pid)
+		if (!mem->read(mem->ctx, pthreads[i] + 0x2d0, &tid, 4) && tid == own_id)
 			p->pthread_tid_offset = 0x2d0;
 	}
 	for (i = 0; i < n && !p->pthread_tid_offset; i++) {
 		if (mem->read(mem->ctx, pthreads[i], words, sizeof(words)))
 			continue;
 		for (w = 16; w < 512; w++) {
-			if (words[w] == (uint32_t)p->pid) {
+			if (words[w] == own_id) {
 				p->pthread_tid_offset = w * 4;
 				break;
 			}
@@ -475,6 +487,30 @@ static uint32_t tid_of_pthread(const struct cpython_process *p, const struct cpy
 	    mem->read(mem->ctx, pthread + p->pthread_tid_offset, &tid, sizeof(tid)))
 		return 0;
 	return tid;
+}
+
+/*
+ * In another pid namespace: the @n threads' ids as ours (those that can't be matched,
+ * gone or not yet in /proc, are dropped; the tid map is re-read once when one misses).
+ * How many are kept.
+ */
+static size_t host_tids(struct cpython_process *p, struct cpython_thread *list, size_t n)
+{
+	bool refreshed = false;
+	size_t i, kept = 0;
+
+	for (i = 0; i < n; i++) {
+		uint32_t host = pidns_map__host(&p->ns_tids, list[i].tid);
+
+		if (!host && !refreshed) {
+			refreshed = true;
+			if (!pidns_map__refresh(&p->ns_tids))
+				host = pidns_map__host(&p->ns_tids, list[i].tid);
+		}
+		if (host)
+			list[kept++] = (struct cpython_thread){ host, list[i].tstate };
+	}
+	return kept;
 }
 
 /* Re-reads every interpreter's thread list into p->threads. */
@@ -532,6 +568,8 @@ static int read_threads(struct cpython_process *p, const struct cpython_mem *mem
 		}
 		n = kept;
 	}
+	if (p->other_pidns)
+		n = host_tids(p, list, n);
 	free(pthreads);
 	free(p->threads);
 	p->threads = list;

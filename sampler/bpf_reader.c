@@ -287,6 +287,10 @@ int bpf_reader__set_process(struct bpf_reader *b, uint32_t tgid, const struct cp
 	cfg.tstate_next = l->tstate_next;
 	cfg.id_is_native = l->tstate_native_thread_id != 0;
 	cfg.tstate_id = cfg.id_is_native ? l->tstate_native_thread_id : l->tstate_thread_id;
+	if (proc->other_pidns) {
+		cfg.pidns_dev = proc->pidns.dev;
+		cfg.pidns_ino = proc->pidns.ino;
+	}
 	if (proc->gil_known) {
 		cfg.gil_locked = proc->gil.locked;
 		cfg.gil_holder = proc->gil.last_holder;

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/pidns.h"
+
 int procfs_read(const char *path, char *buf, size_t size)
 {
 	ssize_t n;
@@ -78,15 +80,24 @@ int procfs_task_syscall(pid_t pid, pid_t tid, int64_t *nr, uint64_t *arg, uint64
 
 int procfs_cmdline(pid_t pid, char *buf, size_t size)
 {
-	char path[64];
+	char path[64], inner_pid[48] = "";
+	struct pidns_id ns;
 	ssize_t n, i;
+	size_t room;
+	pid_t inner;
 	int fd;
 
+	if (size < 2)
+		return -EINVAL;
+	/* In a container: its own pid too, to match it with `docker top` or ps inside. */
+	if (pidns_probe(pid, &ns, &inner) == 1)
+		snprintf(inner_pid, sizeof(inner_pid), " (pid %d in its namespace)", (int)inner);
+	room = size - 1 > strlen(inner_pid) ? size - 1 - strlen(inner_pid) : 1;
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	n = read(fd, buf, size - 1);
+	n = read(fd, buf, room);
 	close(fd);
 	if (n <= 0)
 		return n < 0 ? -errno : -ENOENT;
@@ -97,6 +108,8 @@ int procfs_cmdline(pid_t pid, char *buf, size_t size)
 			buf[i] = ' ';
 	}
 	buf[n] = '\0';
+	if (n)
+		snprintf(buf + n, size - (size_t)n, "%s", inner_pid);
 	return n ? 0 : -ENOENT;
 }
 

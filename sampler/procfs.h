@@ -29,7 +29,10 @@ int procfs_task_syscall(pid_t pid, pid_t tid, int64_t *nr, uint64_t *arg, uint64
 /* Reads a file of /proc into @buf (NUL-terminated), trailing newline removed. */
 int procfs_read(const char *path, char *buf, size_t size);
 
-/* The command line of @pid with NULs as spaces; -errno when unreadable or empty. */
+/*
+ * The command line of @pid with NULs as spaces, followed by " (pid N in its namespace)"
+ * for a process in another pid namespace; -errno when unreadable or empty.
+ */
 int procfs_cmdline(pid_t pid, char *buf, size_t size);
 
 /*

@@ -291,7 +291,7 @@ static void track_mmap(struct sampler *s, struct qrec *q)
 	q->data[q->size - 33] = '\0';
 	memcpy(&start, p + 8, 8);
 	memcpy(&pgoff, p + 24, 8);
-	if (cpython_locate(path, start, pgoff, &runtime, &minor, &types))
+	if (cpython_locate((pid_t)ids[0], path, start, pgoff, &runtime, &minor, &types))
 		return;
 	proc = cpython_process__new((pid_t)ids[0], runtime, minor);
 	if (proc) {

@@ -41,6 +41,11 @@ int sampler_read_cmdline(pid_t pid, char *buf, size_t size)
 	return procfs_cmdline(pid, buf, size);
 }
 
+int sampler_read_cmdline_of(pid_t pid, const char *comm, char *buf, size_t size)
+{
+	return procfs_cmdline_of(pid, comm, buf, size);
+}
+
 int sampler_read_exit_status(pid_t pid)
 {
 	char path[64], buf[1024], *p;

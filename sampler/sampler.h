@@ -315,6 +315,8 @@ int sampler_list_threads(pid_t pid, pid_t **tids, size_t *count);
 
 /* The command line of a live process, NULs as spaces. 0 or -errno. */
 int sampler_read_cmdline(pid_t pid, char *buf, size_t size);
+/* The same, only while the process still runs the program named @comm; -ESTALE else. */
+int sampler_read_cmdline_of(pid_t pid, const char *comm, char *buf, size_t size);
 
 /* The exit status of a process that is gone but not yet reaped (a zombie), or -1. */
 int sampler_read_exit_status(pid_t pid);

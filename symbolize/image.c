@@ -21,6 +21,7 @@
 
 #include "../common/hashmap.h"
 #include "../common/log.h"
+#include "../common/target_file.h"
 #include "internal.h"
 
 #define BUILD_ID_MAX 20
@@ -57,6 +58,7 @@ struct image {
 	bool in_set; /* false: its key's slot holds another image (a hash collision) */
 	struct image_id id;
 	char *path; /* as first mapped */
+	pid_t pid;  /* ... by this process: read through its root (0: ours) */
 	int open_err;
 	Elf *elf; /* NULL until first needed; each libdwfl session holds a reference */
 	bool is_exec;
@@ -158,8 +160,23 @@ void image_set__stats(const struct image_set *set, struct image_stats *stats)
 	stats->live = hashmap__count(set->images);
 }
 
-struct image *image_set__get(struct image_set *set, const char *path, const uint8_t *build_id,
-			     size_t build_id_size)
+/* Stats @path as @pid sees it, through the same checks as reading it. */
+static int target_stat(pid_t pid, const char *path, struct stat *st)
+{
+	int fd = target_file_open(pid, path), err = 0;
+
+	if (fd < 0) {
+		errno = -fd;
+		return -1;
+	}
+	if (fstat(fd, st))
+		err = -1;
+	close(fd);
+	return err;
+}
+
+struct image *image_set__get(struct image_set *set, pid_t pid, const char *path,
+			     const uint8_t *build_id, size_t build_id_size)
 {
 	struct image_id id = { .build_id_size = 0 };
 	struct image *img;
@@ -168,7 +185,7 @@ struct image *image_set__get(struct image_set *set, const char *path, const uint
 	if (build_id_size) {
 		id.build_id_size = build_id_size < BUILD_ID_MAX ? build_id_size : BUILD_ID_MAX;
 		memcpy(id.build_id, build_id, id.build_id_size);
-	} else if (stat(path, &st)) {
+	} else if (target_stat(pid, path, &st)) {
 		return NULL;
 	} else {
 		stat_id(&st, &id);
@@ -183,6 +200,7 @@ struct image *image_set__get(struct image_set *set, const char *path, const uint
 	img->set = set;
 	img->id = id;
 	img->key = id_key(&id, path);
+	img->pid = pid;
 	img->path = strdup(path);
 	img->names = hashmap__new();
 	if (!img->path || !img->names) {
@@ -300,9 +318,9 @@ static int image__open(struct image *img)
 
 	if (img->elf || img->open_err)
 		return img->open_err;
-	fd = open(img->path, O_RDONLY | O_CLOEXEC);
+	fd = target_file_open(img->pid, img->path);
 	if (fd < 0) {
-		err = -errno;
+		err = fd;
 		goto out;
 	}
 	img->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);

@@ -63,12 +63,13 @@ void image_set__free(struct image_set *set);
 void image_set__stats(const struct image_set *set, struct image_stats *stats);
 
 /*
- * The image of the file at @path, mapped with @build_id (@build_id_size 0: none known,
- * then the file is stat'ed now), as a new reference that the caller drops with
- * image__put(). Opens nothing. NULL with errno set.
+ * The image of the file at @path as process @pid sees it (common/target_file.h; 0: as we
+ * do), mapped with @build_id (@build_id_size 0: none known, then the file is opened and
+ * stat'ed now), as a new reference that the caller drops with image__put(). Its file is
+ * read later through @pid's root while @pid lives. NULL with errno set.
  */
-struct image *image_set__get(struct image_set *set, const char *path, const uint8_t *build_id,
-			     size_t build_id_size);
+struct image *image_set__get(struct image_set *set, pid_t pid, const char *path,
+			     const uint8_t *build_id, size_t build_id_size);
 struct image *image__get(struct image *img);
 /* Drops a reference; the last one frees the image. Accepts NULL. */
 void image__put(struct image *img);

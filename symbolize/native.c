@@ -105,11 +105,12 @@ static struct image *mapping_image(struct symbolizer *sym, const struct sampler_
 
 	if (!strcmp(path, "[vdso]")) {
 		path = native_vdso_path(sym);
-		return path ? image_set__get(sym->images, path, NULL, 0) : NULL;
+		return path ? image_set__get(sym->images, 0, path, NULL, 0) : NULL;
 	}
 	if (path[0] != '/' || strstr(path, " (deleted)"))
 		return NULL;
-	return image_set__get(sym->images, path, rec->mmap.build_id, rec->mmap.build_id_size);
+	return image_set__get(sym->images, (pid_t)rec->pid, path, rec->mmap.build_id,
+			      rec->mmap.build_id_size);
 }
 
 /* Adds a mapping; one that overlaps older ones replaces them (and forces a rebuild). */

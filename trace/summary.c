@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../common/hashmap.h"
+#include "../common/term.h"
 #include "trace.h"
 
 #define SUMMARY_MAX_DEPTH 4096
@@ -328,7 +329,7 @@ static int by_wait_ns(const void *a, const void *b)
 static void print_totals(FILE *f, struct sum_totals *to)
 {
 	uint64_t wall = to->last_ns > to->first_ns ? to->last_ns - to->first_ns : 0;
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], esc[TERM_ESCAPED(40)];
 	size_t i;
 
 	qsort(to->waits, to->nwaits, sizeof(to->waits[0]), by_wait_ns);
@@ -342,7 +343,9 @@ static void print_totals(FILE *f, struct sum_totals *to)
 		const char *name = to->waits[i].reason->name, *more = strstr(name, " (");
 
 		/* "preempted (runnable, waiting for a CPU)": the words before the details */
-		fprintf(f, "%s%.*s %s", i ? ", " : ": ", more ? (int)(more - name) : 40, name,
+		fprintf(f, "%s%s %s", i ? ", " : ": ",
+			term_escape(esc, sizeof(esc), name,
+				    more && more - name < 40 ? (size_t)(more - name) : 40),
 			fmt_ns(a, sizeof(a), to->waits[i].ns));
 	}
 	if (to->nwaits > SUMMARY_REASONS)
@@ -417,7 +420,7 @@ static void print_functions(const struct trace_summary *s, FILE *f, uint64_t cpu
 	const struct sum_name **all = calloc(n + 1, sizeof(*all));
 	uint64_t key;
 	void *value;
-	char a[32];
+	char a[32], esc[TERM_ESCAPED(512)];
 
 	if (!all)
 		return;
@@ -432,7 +435,7 @@ static void print_functions(const struct trace_summary *s, FILE *f, uint64_t cpu
 	for (i = 0; i < k && i < SUMMARY_TOP_FUNCTIONS; i++)
 		fprintf(f, "  %10s %3.0f%%  %s\n", fmt_ns(a, sizeof(a), (uint64_t)all[i]->self_ns),
 			cpu_ns ? 100.0 * (double)all[i]->self_ns / (double)cpu_ns : 0,
-			all[i]->name);
+			term_escape(esc, sizeof(esc), all[i]->name, 512));
 	free(all);
 }
 
@@ -440,7 +443,7 @@ int trace_summary__print(const struct trace_summary *s, FILE *f)
 {
 	struct sum_totals *th = NULL, *pr = NULL, all = { .first_ns = UINT64_MAX };
 	size_t nth, npr, i, j, shown;
-	char a[32];
+	char a[32], esc[TERM_ESCAPED(64)], stack[TERM_ESCAPED(256)];
 	int err = gather(s, &th, &nth, &pr, &npr);
 
 	if (err)
@@ -454,7 +457,9 @@ int trace_summary__print(const struct trace_summary *s, FILE *f)
 	fprintf(f, "pytrace-sample report: %zu processes, %zu threads over %s\n", npr, nth,
 		fmt_ns(a, sizeof(a), all.last_ns > all.first_ns ? all.last_ns - all.first_ns : 0));
 	for (i = 0; i < npr && i < SUMMARY_PROCESSES; i++) {
-		fprintf(f, "process %" PRIu32 " %.40s: ", pr[i].pid, pr[i].name ? pr[i].name : "");
+		/* "... (pid 1 in its namespace)": a container's own pid survives the cut */
+		fprintf(f, "process %" PRIu32 " %s: ", pr[i].pid,
+			term_escape_keep_tail(esc, sizeof(esc), pr[i].name, 64));
 		print_totals(f, &pr[i]);
 		for (j = 0, shown = 0; j < nth; j++) {
 			if (th[j].pid != pr[i].pid || pr[i].nthreads == 1)
@@ -463,8 +468,8 @@ int trace_summary__print(const struct trace_summary *s, FILE *f)
 				fprintf(f, "  ... more threads\n");
 				break;
 			}
-			fprintf(f, "  thread %" PRIu32 " %.30s: ", th[j].tid,
-				th[j].name ? th[j].name : "");
+			fprintf(f, "  thread %" PRIu32 " %s: ", th[j].tid,
+				term_escape(esc, sizeof(esc), th[j].name, 30));
 			print_totals(f, &th[j]);
 		}
 	}
@@ -474,9 +479,11 @@ int trace_summary__print(const struct trace_summary *s, FILE *f)
 	if (s->longest[0].ns)
 		fprintf(f, "longest waits:\n");
 	for (i = 0; i < SUMMARY_LONGEST && s->longest[i].ns; i++)
-		fprintf(f, "  %10s  %.40s  %" PRIu32 "/%" PRIu32 ": %s\n",
-			fmt_ns(a, sizeof(a), s->longest[i].ns), s->longest[i].reason->name,
-			s->longest[i].pid, s->longest[i].tid, s->longest[i].stack);
+		fprintf(f, "  %10s  %s  %" PRIu32 "/%" PRIu32 ": %s\n",
+			fmt_ns(a, sizeof(a), s->longest[i].ns),
+			term_escape(esc, sizeof(esc), s->longest[i].reason->name, 40),
+			s->longest[i].pid, s->longest[i].tid,
+			term_escape(stack, sizeof(stack), s->longest[i].stack, SIZE_MAX));
 out_free:
 	free(th);
 	free(pr);

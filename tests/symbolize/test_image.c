@@ -127,8 +127,8 @@ static void test_image__refcount_frees_it(void **state)
 	uint64_t low, high;
 
 	(void)state;
-	a = image_set__get(set, self, self_build_id, self_build_id_size);
-	b = image_set__get(set, self, self_build_id, self_build_id_size);
+	a = image_set__get(set, 0, self, self_build_id, self_build_id_size);
+	b = image_set__get(set, 0, self, self_build_id, self_build_id_size);
 	assert_non_null(a);
 	assert_ptr_equal(a, b);
 	assert_int_equal(image__place(a, 0x7f0000000000, 0, &low, &high), 0);
@@ -140,7 +140,7 @@ static void test_image__refcount_frees_it(void **state)
 	image__put(b);
 	assert_int_equal(stats_of(set).live, 0);
 	/* Mapped again later: a new entry, opened again. */
-	a = image_set__get(set, self, self_build_id, self_build_id_size);
+	a = image_set__get(set, 0, self, self_build_id, self_build_id_size);
 	assert_int_equal(image__place(a, 0x7f0000000000, 0, &low, &high), 0);
 	assert_int_equal(stats_of(set).opened, 2);
 	image__put(a);
@@ -172,18 +172,18 @@ static void test_image__changed_file_is_another_image(void **state)
 	assert_non_null(dir);
 	snprintf(path, sizeof(path), "%s/libx.so", dir);
 	install_copy(path);
-	a = image_set__get(set, path, NULL, 0);
+	a = image_set__get(set, 0, path, NULL, 0);
 	assert_non_null(a);
 	assert_int_equal(image__place(a, 0x7f0000000000, 0, &low, &high), 0);
 	install_copy(path); /* same bytes, a new file */
-	b = image_set__get(set, path, NULL, 0);
+	b = image_set__get(set, 0, path, NULL, 0);
 	assert_non_null(b);
 	assert_ptr_not_equal(a, b);
 	assert_int_equal(stats_of(set).live, 2);
 	image__put(b);
 
 	/* Replaced between the mapping and the first use: refused, not misread. */
-	b = image_set__get(set, path, NULL, 0);
+	b = image_set__get(set, 0, path, NULL, 0);
 	install_copy(path);
 	assert_int_equal(image__place(b, 0x7f0000000000, 0, &low, &high), -ESTALE);
 	assert_null(image__elf(b));
@@ -191,7 +191,7 @@ static void test_image__changed_file_is_another_image(void **state)
 	/* A mapping whose build-id the file at its path does not have. */
 	memcpy(other_id, self_build_id, sizeof(other_id));
 	other_id[0] ^= 0xff;
-	c = image_set__get(set, path, other_id, self_build_id_size);
+	c = image_set__get(set, 0, path, other_id, self_build_id_size);
 	assert_non_null(c);
 	assert_int_equal(image__place(c, 0x7f0000000000, 0, &low, &high), -ESTALE);
 	image__put(a);
@@ -210,10 +210,10 @@ static void test_image__missing_file(void **state)
 
 	(void)state;
 	errno = 0;
-	assert_null(image_set__get(set, "/nonexistent/libgone.so", NULL, 0));
+	assert_null(image_set__get(set, 0, "/nonexistent/libgone.so", NULL, 0));
 	assert_int_equal(errno, ENOENT);
 	/* With a build-id it is known without the file, and fails when first used. */
-	img = image_set__get(set, "/nonexistent/libgone.so", self_build_id, self_build_id_size);
+	img = image_set__get(set, 0, "/nonexistent/libgone.so", self_build_id, self_build_id_size);
 	assert_non_null(img);
 	assert_int_equal(image__place(img, 0x1000, 0, &low, &high), -ENOENT);
 	image__put(img);
@@ -224,7 +224,7 @@ static void test_image__one_elf_under_every_session(void **state)
 {
 	static const Dwfl_Callbacks callbacks = { .find_elf = image_find_elf };
 	struct image_set *set = image_set__new();
-	struct image *img = image_set__get(set, self, self_build_id, self_build_id_size);
+	struct image *img = image_set__get(set, 0, self, self_build_id, self_build_id_size);
 	Elf *elfs[2];
 	Dwfl *dwfl[2];
 
@@ -289,7 +289,7 @@ static void test_image__names_file_addresses(void **state)
 {
 	struct frame_table *frames = frame_table__new();
 	struct image_set *set = image_set__new();
-	struct image *img = image_set__get(set, self, self_build_id, self_build_id_size);
+	struct image *img = image_set__get(set, 0, self, self_build_id, self_build_id_size);
 	uint64_t addr = (uint64_t)(uintptr_t)&marker_function, start, pgoff, low, high;
 	const struct frame_info *f;
 	uint32_t func, line, again;
