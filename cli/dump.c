@@ -195,9 +195,10 @@ static void print_gil(struct cpython_process *p, struct dump_names *names)
 /* Prints one process's threads; false when we may not read it. */
 static bool print_process(pid_t pid)
 {
-	struct cpython_process *p = cpython_process__find(pid);
+	unsigned minor;
+	struct cpython_process *p = cpython_process__find(pid, &minor);
 	int err = p ? 0 : errno;
-	char cmdline[512] = "?", esc[TERM_ESCAPED(512)];
+	char cmdline[512] = "?", esc[TERM_ESCAPED(512)], why[256];
 	struct dump_names names = { 0 };
 	pid_t *tids = NULL;
 	size_t ntids = 0, i;
@@ -212,9 +213,16 @@ static bool print_process(pid_t pid)
 			pid, esc);
 		return false;
 	}
-	if (!p) {
+	if (!p && (err == ENOENT || err == ESRCH)) {
 		printf("Process %d: %s\n  not a Python process (no CPython runtime mapped)\n", pid,
 		       esc);
+		return true;
+	}
+	if (!p) {
+		/* "native frames only" is the recording's lot; a dump has nothing to show */
+		cpython_unreadable_why(err, minor, why, sizeof(why));
+		why[strcspn(why, ";")] = '\0';
+		printf("Process %d: %s\n  not read: %s\n", pid, esc, why);
 		return true;
 	}
 	printf("Process %d: %s\n  Python 3.%u\n", pid, esc, p->layout.minor);

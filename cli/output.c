@@ -1,10 +1,14 @@
 /* One recording's output: -o checked, the trace opened and closed, progress and summary. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <libgen.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -227,11 +231,82 @@ static void note_losses(struct session *s)
 }
 
 /*
- * Checks -o before anything runs: a name, not a folder, not an existing file unless
- * --force; removes temporaries that killed runs left in its folder. -1 to go on, or an
- * exit status.
+ * Under sudo, whether the invoking user @u could have made (or, @existing, replaced) the
+ * file at @path themselves: asked as them, in a child that takes their ids and groups,
+ * so ACLs and supplementary groups count as the kernel counts them. Root writes it and
+ * gives it to them: otherwise `sudo pytrace-sample --force -o /etc/passwd` would hand
+ * them any file. 0, -EACCES, or -errno (with the step) when we can't act as them.
  */
-static int check_output(struct session *s)
+static int user_may_write(const struct sampler_creds *u, const char *path,
+			  const struct stat *existing, const char **step)
+{
+	char *copy = strdup(path), *dir;
+	struct stat dst;
+	int status, fds[2], err = 0;
+	pid_t child;
+
+	*step = NULL;
+	if (!copy || pipe2(fds, O_CLOEXEC)) {
+		free(copy);
+		return -ENOMEM;
+	}
+	dir = dirname(copy);
+	child = fork();
+	if (child == 0) {
+		const char *failed = NULL;
+
+		close(fds[0]);
+		if (u->user ? initgroups(u->user, u->gid) : setgroups(0, NULL))
+			failed = u->user ? "initgroups" : "setgroups";
+		else if (setgid(u->gid))
+			failed = "setgid";
+		else if (setuid(u->uid))
+			failed = "setuid";
+		if (failed) {
+			int e = errno;
+
+			if (write(fds[1], &e, sizeof(e)) != sizeof(e) ||
+			    write(fds[1], failed, strlen(failed) + 1) < 0)
+				_exit(2);
+			_exit(2);
+		}
+		/* A sticky folder (/tmp) lets one replace only one's own files. */
+		if (access(dir, W_OK | X_OK) ||
+		    (existing && !stat(dir, &dst) && (dst.st_mode & S_ISVTX) &&
+		     existing->st_uid != u->uid && dst.st_uid != u->uid))
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[1]);
+	if (child < 0) {
+		err = -errno;
+	} else if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) {
+		err = -ECHILD;
+	} else if (WEXITSTATUS(status) == 1) {
+		err = -EACCES;
+	} else if (WEXITSTATUS(status) == 2) {
+		static char name[16];
+		int e = 0;
+		ssize_t n;
+
+		if (read(fds[0], &e, sizeof(e)) == sizeof(e) &&
+		    (n = read(fds[0], name, sizeof(name) - 1)) > 0) {
+			name[n] = '\0';
+			*step = name;
+		}
+		err = e ? -e : -EPERM;
+	}
+	close(fds[0]);
+	free(copy);
+	return err;
+}
+
+/*
+ * Checks -o before anything runs: a name, not a folder, not an existing file unless
+ * --force, under sudo a place its user may write; removes temporaries that killed runs
+ * left in its folder. -1 to go on, or an exit status.
+ */
+static int check_output(struct session *s, const struct sampler_creds *as_user)
 {
 	const struct cli_opts *o = s->opts;
 	struct stat st;
@@ -262,6 +337,27 @@ static int check_output(struct session *s)
 		s->had_output = true;
 		s->old_output = st;
 	}
+	if (as_user) {
+		const char *step;
+		int err = user_may_write(as_user, s->output, s->had_output ? &st : NULL, &step);
+
+		if (err == -EACCES) {
+			fprintf(stderr,
+				"pytrace-sample: refusing to %s %s for uid %d: that user could not "
+				"%s it themselves (the trace is theirs; name a file in a folder they "
+				"may write)\n",
+				s->had_output ? "replace" : "create", s->output, (int)as_user->uid,
+				s->had_output ? "replace" : "create");
+			return EXIT_CANT_CREATE;
+		}
+		if (err) {
+			fprintf(stderr,
+				"pytrace-sample: cannot act as uid %d to check %s: %s%s%s\n",
+				(int)as_user->uid, s->output, step ? step : "",
+				step ? " failed: " : "", strerror(-err));
+			return 126;
+		}
+	}
 	removed = trace_remove_stale_temps(s->output);
 	if (removed > 0 && !o->quiet)
 		fprintf(stderr,
@@ -287,7 +383,7 @@ static uint64_t silence_ns(const struct cli_opts *o)
 }
 
 /* Creates the temporary output; -1 to go on, or an exit status. */
-int session__open_output(struct session *s)
+int session__open_output(struct session *s, const struct sampler_creds *as_user)
 {
 	const struct cli_opts *o = s->opts;
 	struct trace_opts topts = {
@@ -300,7 +396,7 @@ int session__open_output(struct session *s)
 		.summary = s->summary,
 		.flat = o->flat,
 	};
-	int status = check_output(s);
+	int status = check_output(s, as_user);
 
 	if (status >= 0)
 		return status;
@@ -314,6 +410,10 @@ int session__open_output(struct session *s)
 			err == ENOSPC ? " (about 130 KiB must be free to start)" : "");
 		return EXIT_CANT_CREATE;
 	}
+	/* Theirs from the start, by descriptor: the path is never followed as root. */
+	if (as_user && (status = trace__chown(s->trace, as_user->uid, as_user->gid)))
+		pr_warn("could not give %s to uid %d: %s", s->output, as_user->uid,
+			strerror(-status));
 	return -1;
 }
 
@@ -329,7 +429,7 @@ static bool output_written(const struct session *s)
 }
 
 /* Ends the trace and says how it went; returns 0, or the exit status of a failure. */
-int session__close_output(struct session *s, const struct sampler_creds *as_user)
+int session__close_output(struct session *s)
 {
 	struct trace_stats ts;
 	int err, status = 0;
@@ -339,9 +439,6 @@ int session__close_output(struct session *s, const struct sampler_creds *as_user
 	err = trace__close(s->trace, &ts);
 	s->trace = NULL;
 	written = !err || output_written(s);
-	if (written && as_user && chown(s->output, as_user->uid, as_user->gid))
-		pr_warn("could not give %s to uid %d: %s", s->output, as_user->uid,
-			strerror(errno));
 	print_summary(s, err, written, &ts);
 	if (err)
 		status = written ? EXIT_CUT_SHORT : EXIT_CANT_CREATE;

@@ -147,6 +147,19 @@ bool pynames__named(struct session *s, uint32_t pid, uint32_t tid)
 	return p && hashmap__get(p->named, tid);
 }
 
+void pynames__name_thread(struct session *s, uint32_t pid, uint32_t tid, const char *name)
+{
+	struct pynames_proc *p = s->pynames ? hashmap__get(s->pynames, pid) : NULL;
+	const char *now = session__name(s, pid, tid);
+
+	if (!name || !name[0])
+		return;
+	if (!now || strcmp(now, name))
+		session__set_name(s, pid, tid, name);
+	if (p && p->named)
+		hashmap__set(p->named, tid, p);
+}
+
 void pynames__tick(struct session *s, uint64_t now_ns)
 {
 	size_t cursor = 0;

@@ -331,7 +331,19 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 		trace__event(s->trace, &ev);
 		break;
 	case SREC_COMM:
-		session__set_name(s, r->pid, r->tid, r->comm.comm);
+		/* A Python thread keeps its threading name: a comm is that name cut to 15 bytes. */
+		if (!pynames__named(s, r->pid, r->tid))
+			session__set_name(s, r->pid, r->tid, r->comm.comm);
+		break;
+	case SREC_PYNAME:
+		pynames__name_thread(s, r->pid, r->tid, r->note);
+		break;
+	case SREC_NOTE:
+		/* Not silent: these native frames are not the process's Python profile. */
+		pr_warn("process %u (%s): %s", r->pid, session__name(s, r->pid, 0) ?: "?", r->note);
+		ev.kind = TRACE_EVENT_NOTE;
+		ev.text = r->note;
+		trace__event(s->trace, &ev);
 		break;
 	case SREC_EXIT:
 		free(hashmap__remove(s->last_stacks, r->tid));
@@ -614,7 +626,7 @@ int cli_record(const struct cli_opts *o)
 		goto out_free;
 	if (!o->quiet && !(s->summary = trace_summary__new()))
 		goto out_free;
-	status = session__open_output(s);
+	status = session__open_output(s, as_user ? &creds : NULL);
 	if (status >= 0)
 		goto out_free;
 	if (stop_requests) {
@@ -631,7 +643,7 @@ int cli_record(const struct cli_opts *o)
 	record_loop(s);
 	/* The first stop request ended the recording; one more stops waiting for CMD. */
 	signals_used = stop_requests ? 1 : 0;
-	close_status = session__close_output(s, as_user ? &creds : NULL);
+	close_status = session__close_output(s);
 	status = close_status;
 	child = sampler__child(s->sampler);
 	if (child) {

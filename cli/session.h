@@ -53,16 +53,21 @@ void pynames__tick(struct session *s, uint64_t now_ns); /* reads again what is d
 void pynames__gone(struct session *s, uint32_t pid);
 /* Whether @tid's name is Python's: not one a new thread inherits, as it does a comm. */
 bool pynames__named(struct session *s, uint32_t pid, uint32_t tid);
+/* Names a thread by the threading name the sampler read as it arrived (SREC_PYNAME). */
+void pynames__name_thread(struct session *s, uint32_t pid, uint32_t tid, const char *name);
 void pynames__free_all(struct session *s);
 
 /* A file name from the command and the time that names no existing file. */
 void session__default_output(const struct cli_opts *o, char *buf, size_t size);
 
-/* Creates the temporary output after checking -o; -1 to go on, or an exit status. */
-int session__open_output(struct session *s);
+/*
+ * Creates the temporary output after checking -o (under sudo, @as_user: a place that
+ * user could write, the file given to them by descriptor); -1 to go on, or an exit status.
+ */
+int session__open_output(struct session *s, const struct sampler_creds *as_user);
 
 /* Ends the trace and says how it went; returns 0, or the exit status of a failure. */
-int session__close_output(struct session *s, const struct sampler_creds *as_user);
+int session__close_output(struct session *s);
 
 /* The progress line on a terminal (at most twice a second unless @force), and its end. */
 void session__show_progress(struct session *s, bool force);

@@ -289,6 +289,20 @@ static int64_t read_svarint(const uint8_t *t, size_t len, size_t *i)
 	return (v & 1) ? -(int64_t)(v >> 1) : (int64_t)(v >> 1);
 }
 
+/*
+ * @line moved by @delta, a table's word: kept within +-2^32 (no real line is past 2^31),
+ * so that a crafted table of huge deltas can't overflow it.
+ */
+static int64_t add_line(int64_t line, int64_t delta)
+{
+	const int64_t bound = (int64_t)1 << 32;
+	int64_t sum;
+
+	if (__builtin_add_overflow(line, delta, &sum))
+		sum = delta > 0 ? bound : -bound;
+	return sum > bound ? bound : sum < -bound ? -bound : sum;
+}
+
 /* 3.11+: the location table (InternalDocs/code_objects.md); lengths in code units. */
 static uint32_t locations_line(const uint8_t *t, size_t len, int64_t line, int32_t lasti)
 {
@@ -309,7 +323,7 @@ static uint32_t locations_line(const uint8_t *t, size_t len, int64_t line, int32
 			break;
 		case 14: /* long form */
 		case 13: /* no column */
-			line += read_svarint(t, len, &i);
+			line = add_line(line, read_svarint(t, len, &i));
 			ar_line = line;
 			break;
 		case 10:
@@ -326,7 +340,7 @@ static uint32_t locations_line(const uint8_t *t, size_t len, int64_t line, int32
 		while (i < len && !(t[i] & 0x80))
 			i++;
 		if (lasti >= start && lasti < end)
-			return ar_line > 0 ? (uint32_t)ar_line : 0;
+			return ar_line > 0 && ar_line <= UINT32_MAX ? (uint32_t)ar_line : 0;
 	}
 	return 0;
 }

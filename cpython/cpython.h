@@ -163,9 +163,10 @@ int cpython_read_process(void *pid_ptr, uint64_t addr, void *buf, size_t len);
 const struct cpython_layout *cpython_builtin_layout(unsigned minor);
 
 /*
- * Decodes a 3.13 or 3.14 _Py_DebugOffsets image (the first bytes of _PyRuntime): checks
- * the cookie, the version against @minor (0: any) and refuses free-threaded builds.
- * 0 or -EINVAL / -ENOTSUP.
+ * Decodes a 3.13, 3.14 or 3.15 _Py_DebugOffsets image (the first bytes of _PyRuntime):
+ * checks the cookie, the version against @minor (0: any) and refuses free-threaded builds.
+ * 0 or -EINVAL (not such an image, implausible offsets), -ENOTSUP (free-threaded),
+ * -EPROTONOSUPPORT (a version we have no decoder for).
  */
 int cpython_decode_debug_offsets(const uint8_t *image, size_t len, unsigned minor,
 				 struct cpython_layout *out);
@@ -179,7 +180,8 @@ int cpython_decode_debug_offsets(const uint8_t *image, size_t len, unsigned mino
  * address (before load bias), the minor version (from Py_Version, else the file name; 0
  * when unknown), whether the file is ET_EXEC and, when @types is not NULL, the file
  * addresses of the built-in types (0 for those not found). -ENOENT when the file holds
- * no CPython runtime.
+ * no CPython runtime; -ENODATA (*@minor set from its name) when it is a CPython
+ * interpreter "python3.N" whose symbols are stripped and that loads no libpython.
  */
 int cpython_find_runtime(int fd, const char *path, uint64_t *runtime_vaddr, unsigned *minor,
 			 bool *is_exec, struct cpython_types *types);
@@ -189,7 +191,8 @@ int cpython_find_runtime(int fd, const char *path, uint64_t *runtime_vaddr, unsi
  * common/target_file.h) at @start (file offset @pgoff): when the file is CPython's
  * interpreter or libpython, the address of _PyRuntime in that process and the minor
  * version (0 when unknown), and where the built-in types are (@types may be NULL).
- * -ENOENT otherwise; -ENOEXEC when the path is not a regular file.
+ * -ENOENT otherwise; -ENOEXEC when the path is not a regular file; -ENODATA (and
+ * *@minor) for a CPython without its symbols (see cpython_find_runtime()).
  */
 int cpython_locate(pid_t pid, const char *path, uint64_t start, uint64_t pgoff, uint64_t *runtime,
 		   unsigned *minor, struct cpython_types *types);
@@ -427,7 +430,9 @@ struct cpython_thread {
 
 /*
  * Makes the reader of a Python process whose runtime is at @runtime in memory, reading
- * 3.13+ offsets from the target. NULL with errno set (EINVAL: not a valid runtime).
+ * 3.13+ offsets from the target. NULL with errno set: EFAULT (its runtime can't be read,
+ * yet or at all), EINVAL (not a valid runtime), ENOTSUP (a free-threaded build),
+ * EPROTONOSUPPORT (a version this reader does not know: before 3.8, after 3.15).
  */
 struct cpython_process *cpython_process__new(pid_t pid, uint64_t runtime, unsigned minor);
 
@@ -438,8 +443,20 @@ struct cpython_mem cpython_process_mem(struct cpython_process *p);
 struct cpython_process *cpython_process__new_mem(pid_t pid, uint64_t runtime, unsigned minor,
 						 const struct cpython_mem *mem);
 
-/* Finds the runtime of a live process from /proc/PID/maps. NULL with errno set. */
-struct cpython_process *cpython_process__find(pid_t pid);
+/*
+ * Finds the runtime of a live process from /proc/PID/maps. NULL with errno set: ENOENT
+ * when it maps no CPython; when it maps one it can't read, why (ENODATA, ENOTSUP,
+ * EPROTONOSUPPORT, EFAULT, EINVAL: see cpython_locate() and cpython_process__new())
+ * with *@minor its version (0: unknown); @minor may be NULL.
+ */
+struct cpython_process *cpython_process__find(pid_t pid, unsigned *minor);
+
+/*
+ * In words, for the user, why a CPython 3.@minor (0: unknown) found in a process can't
+ * be read (errno @err from cpython_process__find() and the functions it names) and what
+ * is shown instead. Returns @buf.
+ */
+const char *cpython_unreadable_why(int err, unsigned minor, char *buf, size_t size);
 
 /* The same interpreter in a forked child: same addresses, other pid. */
 struct cpython_process *cpython_process__fork(const struct cpython_process *parent, pid_t pid);

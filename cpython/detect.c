@@ -18,8 +18,8 @@ static unsigned minor_from_name(const char *path)
 	const char *p = strstr(base ? base : path, "python3.");
 	unsigned minor;
 
-	if (p && sscanf(p + 8, "%u", &minor) == 1 && minor >= 8 && minor < 100)
-		return minor;
+	if (p && sscanf(p + 8, "%u", &minor) == 1 && minor >= 1 && minor < 100)
+		return minor; /* before 3.8 too: to say which version we can't read */
 	return 0;
 }
 
@@ -64,6 +64,36 @@ static void note_type(const char *name, uint64_t value, struct cpython_types *ty
 	}
 }
 
+/* Whether @elf's dynamic section names a libpython among the libraries it needs. */
+static bool needs_libpython(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+		size_t i, n;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
+			continue;
+		data = elf_getdata(scn, NULL);
+		n = data ? sh.sh_size / sh.sh_entsize : 0;
+		for (i = 0; i < n && i < 4096; i++) {
+			GElf_Dyn dyn;
+			const char *name;
+
+			if (!gelf_getdyn(data, (int)i, &dyn) || dyn.d_tag == DT_NULL)
+				break;
+			name = dyn.d_tag == DT_NEEDED
+				       ? elf_strptr(elf, sh.sh_link, (size_t)dyn.d_un.d_val)
+				       : NULL;
+			if (name && !strncmp(name, "libpython", 9))
+				return true;
+		}
+	}
+	return false;
+}
+
 int cpython_find_runtime(int fd, const char *path, uint64_t *runtime_vaddr, unsigned *minor,
 			 bool *is_exec, struct cpython_types *types)
 {
@@ -105,8 +135,17 @@ int cpython_find_runtime(int fd, const char *path, uint64_t *runtime_vaddr, unsi
 				note_type(name, sym.st_value, types);
 		}
 	}
-	if (!runtime)
+	if (!runtime) {
+		/*
+		 * "python3.N" that is no launcher of a libpython: a CPython whose symbols
+		 * were stripped from .dynsym (a static build linked without -export-dynamic).
+		 */
+		*minor = minor_from_name(path);
+		if (*minor && !strstr(strrchr(path, '/') ?: path, "libpython") &&
+		    !needs_libpython(elf))
+			err = -ENODATA;
 		goto out;
+	}
 	*runtime_vaddr = runtime;
 	*is_exec = ehdr.e_type == ET_EXEC;
 	*minor = py_version ? minor_from_py_version(elf, py_version) : 0;
@@ -155,12 +194,15 @@ int cpython_locate(pid_t pid, const char *path, uint64_t start, uint64_t pgoff, 
 	return 0;
 }
 
-struct cpython_process *cpython_process__find(pid_t pid)
+struct cpython_process *cpython_process__find(pid_t pid, unsigned *found_minor)
 {
 	char path[64], line[4096];
 	struct cpython_process *p = NULL;
+	int why = ENOENT;
 	FILE *f;
 
+	if (found_minor)
+		*found_minor = 0;
 	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
 	f = fopen(path, "re");
 	if (!f)
@@ -170,7 +212,7 @@ struct cpython_process *cpython_process__find(pid_t pid)
 		struct cpython_types types;
 		uint64_t runtime;
 		unsigned minor;
-		int name_at = 0;
+		int name_at = 0, err;
 		char perms[8], *name;
 
 		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off,
@@ -179,14 +221,57 @@ struct cpython_process *cpython_process__find(pid_t pid)
 			continue;
 		name = line + name_at;
 		name[strcspn(name, "\n")] = '\0';
-		if (!cpython_locate(pid, name, start, off, &runtime, &minor, &types)) {
+		minor = 0;
+		err = cpython_locate(pid, name, start, off, &runtime, &minor, &types);
+		if (!err) {
 			p = cpython_process__new(pid, runtime, minor);
 			if (p)
 				p->types = types;
+			err = p ? 0 : -errno;
+		}
+		/* One that can't be read says why; a CPython found outranks one stripped. */
+		if (err && err != -ENOENT && err != -ENOEXEC && (why == ENOENT || why == ENODATA)) {
+			why = -err;
+			if (found_minor)
+				*found_minor = minor;
 		}
 	}
 	fclose(f);
 	if (!p)
-		errno = ENOENT;
+		errno = why;
 	return p;
+}
+
+const char *cpython_unreadable_why(int err, unsigned minor, char *buf, size_t size)
+{
+	char version[24] = "CPython";
+
+	if (minor)
+		snprintf(version, sizeof(version), "CPython 3.%u", minor);
+	switch (err) {
+	case ENOTSUP:
+		snprintf(buf, size,
+			 "%s, a free-threaded build: its Python stacks are not read (not "
+			 "supported); native frames only",
+			 version);
+		break;
+	case EPROTONOSUPPORT:
+		snprintf(buf, size,
+			 "%s: a version this tool can't read (it reads 3.8 to 3.15); native "
+			 "frames only",
+			 version);
+		break;
+	case ENODATA:
+		snprintf(buf, size,
+			 "%s without its symbols (no _PyRuntime in .dynsym): its Python stacks "
+			 "can't be found; native frames only",
+			 version);
+		break;
+	default:
+		snprintf(buf, size,
+			 "%s found, but its runtime could not be read (%s); native frames only",
+			 version, strerror(err));
+		break;
+	}
+	return buf;
 }

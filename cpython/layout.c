@@ -592,7 +592,7 @@ int cpython_decode_debug_offsets(const uint8_t *image, size_t len, unsigned mino
 		copy_315(out, &d);
 		return layout_plausible(out) ? 0 : -EINVAL;
 	} else {
-		return -ENOTSUP;
+		return -EPROTONOSUPPORT; /* a version whose offsets we don't know */
 	}
 	modern_defaults(out, image_minor);
 	return layout_plausible(out) ? 0 : -EINVAL;

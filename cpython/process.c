@@ -392,14 +392,20 @@ struct cpython_process *cpython_process__new_mem(pid_t pid, uint64_t runtime, un
 		/* 3.13+: the runtime describes itself. */
 		uint8_t image[CPYTHON_DEBUG_OFFSETS_BYTES];
 		struct cpython_mem own = cpython_process_mem(p);
+		int err;
 
 		if (!mem)
 			mem = &own;
-		if (mem->read(mem->ctx, runtime, image, sizeof(image)) ||
-		    cpython_decode_debug_offsets(image, sizeof(image), minor, &p->layout)) {
+		if (minor && minor < 13)
+			err = -EPROTONOSUPPORT; /* no built-in layout, and no debug offsets yet */
+		else if (mem->read(mem->ctx, runtime, image, sizeof(image)))
+			err = -EFAULT;
+		else
+			err = cpython_decode_debug_offsets(image, sizeof(image), minor, &p->layout);
+		if (err) {
 			codes__put(p->codes);
 			free(p);
-			errno = EINVAL;
+			errno = -err;
 			return NULL;
 		}
 	}

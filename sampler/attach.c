@@ -10,7 +10,7 @@
 
 #include "procfs.h"
 
-static int push_synth(struct sampler *s, const struct sampler_rec *rec, const char *text)
+int push_synth(struct sampler *s, const struct sampler_rec *rec, const char *text)
 {
 	size_t len = text ? strlen(text) + 1 : 0;
 	size_t size = sizeof(struct synth_record) + len;
@@ -162,8 +162,15 @@ static int attach_process(struct sampler *s, pid_t pid)
 	err = procfs_tasks(pid, &tids, &ntids);
 	if (err)
 		return err;
-	if (!hashmap__get(s->pythons, (uint64_t)pid))
-		set_python(s, (uint32_t)pid, cpython_process__find(pid), 0);
+	if (!hashmap__get(s->pythons, (uint64_t)pid)) {
+		unsigned minor;
+		struct cpython_process *proc = cpython_process__find(pid, &minor);
+		int why = proc ? 0 : errno;
+
+		set_python(s, (uint32_t)pid, proc, 0);
+		if (!known && why && why != ENOENT && why != EACCES && why != EPERM && why != ESRCH)
+			note_unreadable(s, (uint32_t)pid, sampler_now_ns(), minor, why);
+	}
 	if (!known && s->bpf)
 		bpf_reader__trace_process(s->bpf, (uint32_t)pid);
 	for (i = 0; i < ntids; i++) {

@@ -146,6 +146,7 @@ void drain_rings(struct sampler *s, bool last)
 	if (s->pending_outs && hashmap__count(s->pending_outs))
 		capture_waiting(s);
 	read_fresh_codes(s);
+	read_due_names(s);
 }
 
 /*

@@ -215,6 +215,8 @@ static const struct sampler_rec *on_synth(struct sampler *s, struct qrec *q)
 		s->rec.comm.comm = sr->text;
 	else if (s->rec.kind == SREC_FORK && q->size > sizeof(*sr))
 		s->rec.cmdline = sr->text;
+	else if (s->rec.kind == SREC_NOTE || s->rec.kind == SREC_PYNAME)
+		s->rec.note = sr->text;
 	else if (s->rec.kind == SREC_MESSAGE && q->py)
 		out_python(s, &s->rec, q->py);
 	s->held[0] = q;

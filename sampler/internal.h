@@ -100,6 +100,8 @@ struct task_state {
 	uint64_t seen_ns;	       /* its latest sample or switch-in followed */
 	uint64_t kernel_sample_ns;     /* its latest sample the kernel read (kept for perf's) */
 	bool sampled;		       /* a sample of it was followed */
+	int name_tries;		       /* threadnames.c: 0 not asked, > 0 drains left, -1 sent */
+	uint64_t name_at_ns;	       /* ... its first Python stack's time */
 	/*
 	 * The trial of the latest sample whose stack was read from outside (readtrial.c):
 	 * the read as the policy sees it (known: a trial is open; at_ns, the sample), its
@@ -168,6 +170,7 @@ struct unread_runtime {
 	unsigned minor;
 	struct cpython_types types;
 	uint32_t tries;
+	int err; /* the last try's errno */
 };
 
 #define UNREAD_RUNTIME_TRIES 100
@@ -206,6 +209,7 @@ struct proc_state {
 	 */
 	bool gone;
 	uint64_t gone_ns;
+	bool names_due; /* a thread of it waits for its threading name (threadnames.c) */
 };
 
 /*
@@ -227,6 +231,7 @@ struct sampler {
 	struct queue queue;
 	struct hashmap *tasks;		 /* tid -> struct task_state */
 	struct hashmap *procs;		 /* pid -> struct proc_state */
+	size_t procs_names_due;		 /* how many have names_due set */
 	struct hashmap *cmdlines;	 /* record -> command line read at drain time */
 	struct hashmap *pending_outs;	 /* tid -> struct pending_out, during one drain */
 	struct hashmap *captures;	 /* tid -> struct outside_capture */
@@ -391,6 +396,17 @@ enum order_verdict order_verdict(uint64_t time, uint64_t watermark, bool stopped
 /* ---- python.c: CPython processes, drain-time walks ---- */
 void fresh_stack(struct sampler *s, const struct py_stack *walked);
 void read_fresh_codes(struct sampler *s);
+/*
+ * Says once (an SREC_NOTE) that process @pid maps a CPython 3.@minor (0: unknown) it
+ * can't read, errno @err saying why (cpython_process__new(), cpython_locate()).
+ */
+void note_unreadable(struct sampler *s, uint32_t pid, uint64_t time, unsigned minor, int err);
+
+/* ---- threadnames.c: a new Python thread's threading name, read at once ---- */
+/* @t's stack @ps was followed: its first Python one asks for its name. */
+void thread_name_due(struct sampler *s, struct task_state *t, const struct py_stack *ps);
+/* Reads the names asked for in this drain and queues them as SREC_PYNAME records. */
+void read_due_names(struct sampler *s);
 struct py_stack *walk_python(struct sampler *s, uint32_t pid, uint32_t tid, bool exact,
 			     uint64_t at_ns);
 void set_python(struct sampler *s, uint32_t pid, struct cpython_process *proc, uint64_t found_ns);
@@ -445,5 +461,7 @@ struct sampler_rec *out_rec(struct sampler *s, enum sampler_rec_kind kind, uint3
 
 /* ---- attach.c: attaching ---- */
 uint8_t *read_stack(pid_t pid, uint64_t sp, uint64_t size, uint64_t *got);
+/* Queues @rec (with a copy of @text, or none) to go out in time order. 0 or -ENOMEM. */
+int push_synth(struct sampler *s, const struct sampler_rec *rec, const char *text);
 
 #endif

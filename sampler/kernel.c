@@ -497,6 +497,8 @@ struct qrec *follow_kernel_event(struct sampler *s, struct qrec *q)
 	if (ps && (e->truncated || e->cut))
 		count_cut(s, e->cut, e->truncated);
 	t = ps ? task_get(s, e->pid, e->tid, true) : NULL;
+	if (t)
+		thread_name_due(s, t, ps);
 	if (!t) {
 		py_stack_free(ps);
 		if (e->kind == PYTRACE_EV_SAMPLE && !s->opts.native && !s->opts.kernel_stacks)

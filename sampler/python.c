@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -240,6 +241,15 @@ static void remember_unread(struct sampler *s, uint32_t pid, uint64_t runtime, u
 		free(u);
 }
 
+/* The user sees only native frames for it, and must not take them for its Python profile. */
+void note_unreadable(struct sampler *s, uint32_t pid, uint64_t time, unsigned minor, int err)
+{
+	struct sampler_rec rec = { .kind = SREC_NOTE, .pid = pid, .tid = pid, .time_ns = time };
+	char text[256];
+
+	push_synth(s, &rec, cpython_unreadable_why(err, minor, text, sizeof(text)));
+}
+
 static void retry_unread(struct sampler *s, uint32_t pid, uint64_t time)
 {
 	struct unread_runtime *u = hashmap__get(s->unread_runtimes, pid);
@@ -255,10 +265,12 @@ static void retry_unread(struct sampler *s, uint32_t pid, uint64_t time)
 	if (proc) {
 		set_python(s, pid, proc, time);
 		free(hashmap__remove(s->unread_runtimes, pid));
-	} else if (++u->tries == UNREAD_RUNTIME_TRIES) {
-		pr_info("process %u: CPython %u.%u found but its runtime is unreadable", pid, 3U,
-			u->minor);
+	} else if (++u->tries == UNREAD_RUNTIME_TRIES || errno == ENOTSUP ||
+		   errno == EPROTONOSUPPORT) {
+		note_unreadable(s, pid, time, u->minor, errno == EFAULT ? u->err ?: EFAULT : errno);
 		free(hashmap__remove(s->unread_runtimes, pid));
+	} else {
+		u->err = errno;
 	}
 }
 
@@ -282,8 +294,9 @@ static void track_mmap(struct sampler *s, struct qrec *q)
 	uint64_t start, pgoff, runtime;
 	struct cpython_process *proc;
 	struct cpython_types types;
-	unsigned minor;
+	unsigned minor = 0;
 	uint32_t ids[2];
+	int err;
 
 	if (q->size < sizeof(struct perf_event_header) + 64 + 33)
 		return;
@@ -291,16 +304,22 @@ static void track_mmap(struct sampler *s, struct qrec *q)
 	q->data[q->size - 33] = '\0';
 	memcpy(&start, p + 8, 8);
 	memcpy(&pgoff, p + 24, 8);
-	if (cpython_locate((pid_t)ids[0], path, start, pgoff, &runtime, &minor, &types))
+	err = cpython_locate((pid_t)ids[0], path, start, pgoff, &runtime, &minor, &types);
+	if (err == -ENODATA && !hashmap__get(s->pythons, ids[0]))
+		note_unreadable(s, ids[0], q->time, minor, ENODATA);
+	if (err)
 		return;
 	proc = cpython_process__new((pid_t)ids[0], runtime, minor);
+	err = proc ? 0 : errno;
 	if (proc) {
 		proc->types = types;
 		proc->pool_child = started_by_multiprocessing((pid_t)ids[0]);
 	}
 	set_python(s, ids[0], proc, q->time);
 	free(hashmap__remove(s->unread_runtimes, ids[0]));
-	if (!proc)
+	if (err == ENOTSUP || err == EPROTONOSUPPORT)
+		note_unreadable(s, ids[0], q->time, minor, err); /* no later try can read it */
+	else if (!proc)
 		remember_unread(s, ids[0], runtime, minor, &types);
 }
 
@@ -497,6 +516,7 @@ static void track_sample(struct sampler *s, struct qrec *q)
 	}
 	if (!t)
 		return;
+	thread_name_due(s, t, q->py);
 	/*
 	 * Read and found running no Python code (a process exiting, its frames gone): known,
 	 * not unknown. Kept as the thread's latest stack like any read, so that neither this

@@ -109,6 +109,8 @@ enum sampler_rec_kind {
 	SREC_EXIT,    /* a thread ended; @last_in_process when its process is gone */
 	SREC_MMAP,    /* an executable mapping */
 	SREC_MESSAGE, /* a process pool's task or result written or read, with the stack (eBPF) */
+	SREC_NOTE,    /* a process runs a CPython we can't read: @note says which and why */
+	SREC_PYNAME,  /* a new Python thread's threading name, in @note, read on its arrival */
 };
 
 /*
@@ -141,6 +143,7 @@ struct sampler_rec {
 	bool synthetic;	     /* describes what existed when we attached, not an event */
 	const char *cmdline; /* SREC_FORK of a process, SREC_EXEC: read as soon as the
 				record left the kernel's buffer; NULL if already gone */
+	const char *note;    /* SREC_NOTE: one line, for stderr and the trace; SREC_PYNAME */
 	/*
 	 * SREC_MESSAGE: what was written or read, at the system call's end; its thread's
 	 * Python stack then is in sample (py_frames ...), the rest of sample unused.

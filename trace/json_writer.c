@@ -158,6 +158,7 @@ int json_writer__event(struct trace *trace, const struct trace_event *ev)
 		[TRACE_EVENT_FORK] = "fork",
 		[TRACE_EVENT_EXEC] = "exec",
 		[TRACE_EVENT_EXIT] = "exit",
+		[TRACE_EVENT_NOTE] = "not_read",
 	};
 
 	if (!begin_event(trace, "i", ev->pid, ev->tid))
@@ -178,6 +179,10 @@ int json_writer__event(struct trace *trace, const struct trace_event *ev)
 			out_file__printf(trace->out, "\"status\":%" PRId64, ev->value);
 		else
 			out_file__puts(trace->out, "\"status\":null");
+		break;
+	case TRACE_EVENT_NOTE:
+		out_file__puts(trace->out, "\"why\":");
+		json_put_string(trace->out, ev->text);
 		break;
 	}
 	out_file__puts(trace->out, "}");

@@ -389,6 +389,11 @@ uint64_t out_file__bytes(const struct out_file *out)
 	return out->bytes;
 }
 
+int out_file__chown(struct out_file *out, uid_t uid, gid_t gid)
+{
+	return fchown(out->fd, uid, gid) ? -errno : 0;
+}
+
 const char *out_file__temp_path(const struct out_file *out)
 {
 	return out->temp;

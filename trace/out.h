@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct out_file;
 
@@ -25,6 +26,12 @@ struct out_file;
  * empty). Caller ends it with out_file__commit() or out_file__abort().
  */
 struct out_file *out_file__open(const char *dest, bool gzip);
+
+/*
+ * Gives the temporary (and so the file it becomes) to @uid:@gid, by its descriptor: no
+ * path is followed, nothing can be swapped in. 0 or -errno.
+ */
+int out_file__chown(struct out_file *out, uid_t uid, gid_t gid);
 
 /* Appends @len bytes. After a failure every later write is dropped; see out_file__error(). */
 void out_file__write(struct out_file *out, const void *data, size_t len);

@@ -26,9 +26,8 @@
 #include "pb.h"
 #include "perfetto.h"
 
-static const char *const arg_names[] = {
-	NULL, "samples", "waits", "child_pid", "program", "status"
-};
+static const char *const arg_names[] = { NULL,	    "samples", "waits", "child_pid",
+					 "program", "status",  "why" };
 
 static uint64_t track_key(uint32_t pid, uint32_t tid)
 {
@@ -175,7 +174,7 @@ void pftrace__header(struct trace *trace)
 	for (k = 0; k < FRAME_KIND_COUNT; k++)
 		intern_entry(in, INTERNED_CATEGORIES, (uint64_t)k + 1, frame_kind__name(k));
 	intern_entry(in, INTERNED_CATEGORIES, PF_CATEGORY_PROCESS, "process");
-	for (k = 1; k <= ARG_STATUS; k++)
+	for (k = 1; k <= ARG_WHY; k++)
 		intern_entry(in, INTERNED_ANNOTATION_NAMES, (uint64_t)k, arg_names[k]);
 	pf_packet_end(trace);
 }
@@ -550,6 +549,7 @@ int pftrace__event(struct trace *trace, const struct trace_event *ev)
 		[TRACE_EVENT_FORK] = "fork",
 		[TRACE_EVENT_EXEC] = "exec",
 		[TRACE_EVENT_EXIT] = "exit",
+		[TRACE_EVENT_NOTE] = "not_read",
 	};
 	struct pf_track *t = pf_thread_track(trace, ev->pid, ev->tid);
 	struct pb_buf *p;
@@ -573,6 +573,9 @@ int pftrace__event(struct trace *trace, const struct trace_event *ev)
 	case TRACE_EVENT_EXIT:
 		if (ev->value >= 0)
 			put_int_arg(p, ARG_STATUS, ev->value);
+		break;
+	case TRACE_EVENT_NOTE:
+		put_string_arg(trace, ARG_WHY, ev->text ? ev->text : "");
 		break;
 	}
 	pb_end(p, m);

@@ -217,9 +217,14 @@ static int write_flow(void *ctx, const struct flow_point *const *points, uint32_
 	return 0;
 }
 
+int trace__chown(struct trace *trace, uid_t uid, gid_t gid)
+{
+	return out_file__chown(trace->out, uid, gid);
+}
+
 int trace__event(struct trace *trace, const struct trace_event *ev)
 {
-	if (ev->kind > TRACE_EVENT_EXIT)
+	if (ev->kind > TRACE_EVENT_NOTE)
 		return -EINVAL;
 	if (trace->folded)
 		return 0;

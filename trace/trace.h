@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "../common/frames.h"
 
@@ -71,6 +72,7 @@ enum trace_event_kind {
 	TRACE_EVENT_FORK, /* @value: the child's pid */
 	TRACE_EVENT_EXEC, /* @text: the new program */
 	TRACE_EVENT_EXIT, /* @value: exit status, or 128 + signal; -1 unknown */
+	TRACE_EVENT_NOTE, /* @text: what the trace can't show of this process, and why */
 };
 
 struct trace_event {
@@ -129,6 +131,8 @@ void trace__stats(const struct trace *trace, struct trace_stats *stats);
  * the last complete event; returns 0 or a negative errno, filling @stats when not NULL.
  */
 int trace__close(struct trace *trace, struct trace_stats *stats);
+/* The output file will be @uid:@gid's (given by descriptor, before it is in place). */
+int trace__chown(struct trace *trace, uid_t uid, gid_t gid);
 
 /* Discards the output and frees. Accepts NULL. */
 void trace__abort(struct trace *trace);

@@ -104,7 +104,7 @@ static void print_layout(const struct cpython_layout *l)
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--pid")) {
-		struct cpython_process *p = cpython_process__find(atoi(argv[2]));
+		struct cpython_process *p = cpython_process__find(atoi(argv[2]), NULL);
 
 		if (!p) {
 			perror("no CPython runtime found");

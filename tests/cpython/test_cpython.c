@@ -238,6 +238,14 @@ static void test_cpython__decode_debug_offsets(void **state)
 	memcpy(bytes, im->bytes, sizeof(bytes));
 	assert_int_equal(cpython_decode_debug_offsets(bytes, sizeof(bytes), 14, &l), -ENOTSUP);
 	put_debug_offsets_314(im, IMAGE_BASE, 0);
+	/* A version after the ones we decode: told apart from a bad image, to say so. */
+	put_u64(im, IMAGE_BASE + 8, 0x031000f0);
+	memcpy(bytes, im->bytes, sizeof(bytes));
+	assert_int_equal(cpython_decode_debug_offsets(bytes, sizeof(bytes), 0, &l),
+			 -EPROTONOSUPPORT);
+	assert_int_equal(cpython_decode_debug_offsets(bytes, sizeof(bytes), 16, &l),
+			 -EPROTONOSUPPORT);
+	put_debug_offsets_314(im, IMAGE_BASE, 0);
 	put_u64(im, IMAGE_BASE + 8 * (D14_CODE + 1), 1ULL << 40);
 	memcpy(bytes, im->bytes, sizeof(bytes));
 	assert_int_equal(cpython_decode_debug_offsets(bytes, sizeof(bytes), 14, &l), -EINVAL);
@@ -369,6 +377,12 @@ static void test_cpython__synthetic_314(void **state)
 	(void)state;
 	mem.ctx = im;
 	build_314(im);
+	/* Why a reader can't be made, for the user: a version without layouts, free-threaded */
+	errno = 0;
+	assert_null(cpython_process__new_mem(1, RUNTIME, 7, &mem));
+	assert_int_equal(errno, EPROTONOSUPPORT);
+	assert_null(cpython_process__new_mem(1, RUNTIME + 8, 14, &mem));
+	assert_int_equal(errno, EINVAL);
 	p = cpython_process__new_mem(1, RUNTIME, 14, &mem);
 	assert_non_null(p);
 	assert_int_equal(p->layout.minor, 14);
@@ -735,6 +749,28 @@ static uint32_t rnd(uint32_t n)
 	return support_rand(&rng, n);
 }
 
+/* Long-form entries whose line deltas are 2^62 each: the sum is no line, and no overflow. */
+static void test_cpython__huge_line_deltas(void **state)
+{
+	uint8_t table[3 * 12];
+	const struct line_case cases[] = { { 0, 0 }, { 2, 0 }, { 4, 0 } };
+	const struct line_case down[] = { { 0, 0 }, { 4, 0 } };
+	int e, k;
+
+	(void)state;
+	for (e = 0; e < 3; e++) {
+		table[12 * e] = 0x80 | 14 << 3; /* an entry's start, long form, 1 code unit */
+		for (k = 1; k < 11; k++)
+			table[12 * e + k] = 64; /* 6 zero bits, more to come */
+		table[12 * e + 11] = 8;		/* bit 63 of the svarint: +2^62 */
+	}
+	/* Signed overflow aborts under the UBSan build: this would have, at the third. */
+	check_lines(CPYTHON_LOCATIONS, table, sizeof(table), 10, cases, 3);
+	for (e = 0; e < 3; e++)
+		table[12 * e + 1] = 65; /* odd: -2^62 */
+	check_lines(CPYTHON_LOCATIONS, table, sizeof(table), 10, down, 2);
+}
+
 static void test_cpython__line_tables_garbage(void **state)
 {
 	uint8_t table[96];
@@ -850,6 +886,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cpython__lnotab),
+		cmocka_unit_test(test_cpython__huge_line_deltas),
 		cmocka_unit_test(test_cpython__linetable_310),
 		cmocka_unit_test(test_cpython__locations),
 		cmocka_unit_test(test_cpython__decode_debug_offsets),

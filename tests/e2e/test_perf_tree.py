@@ -343,6 +343,42 @@ class Privileges(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir)
 
+    SUDO = dict(os.environ, SUDO_UID="65534", SUDO_GID="65534", SUDO_USER="nobody")
+
+    def test_under_sudo_refuses_what_the_user_could_not_write(self):
+        """Root writes the trace and gives it to the sudo user: only where that user could
+        have written it. A root-only folder, and a root's file in a sticky folder (as
+        /tmp) under --force, are refused before anything runs, and left as they were."""
+        closed = os.path.join(self.dir, "closed")
+        os.mkdir(closed, 0o755)
+        p = run_tool(["-q", "-o", os.path.join(closed, "t.json"), "--", "true"], env=self.SUDO)
+        self.assertEqual(p.returncode, 73, p.stderr)
+        self.assertIn("refusing to create", p.stderr)
+        self.assertEqual(os.listdir(closed), [])
+        sticky = os.path.join(self.dir, "sticky")
+        os.mkdir(sticky)
+        os.chmod(sticky, 0o1777)
+        roots = os.path.join(sticky, "roots.json")
+        with open(roots, "w") as f:
+            f.write("root's")
+        p = run_tool(["-q", "--force", "-o", roots, "--", "true"], env=self.SUDO)
+        self.assertEqual(p.returncode, 73, p.stderr)
+        self.assertIn("refusing to replace", p.stderr)
+        with open(roots) as f:
+            self.assertEqual(f.read(), "root's")
+        self.assertEqual(os.stat(roots).st_uid, 0)
+        # Its own file there it may replace: the new one is its own too.
+        own = os.path.join(sticky, "own.json")
+        with open(own, "w") as f:
+            f.write("nobody's")
+        os.chown(own, 65534, 65534)
+        p = run_tool(["-q", "--force", "-o", own, "--", "true"], env=self.SUDO)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        st = os.stat(own)
+        self.assertEqual((st.st_uid, st.st_gid), (65534, 65534))
+        with open(own) as f:
+            self.assertIn("traceEvents", f.read())
+
     def test_under_sudo_command_runs_as_invoking_user(self):
         out = os.path.join(self.dir, "sudo.json")
         env = dict(os.environ, SUDO_UID="65534", SUDO_GID="65534", SUDO_USER="nobody")

@@ -9,10 +9,11 @@ import tempfile
 import time
 import unittest
 
-from pythons import interpreters
+from pythons import interpreters, per_interpreter
 from tracefile import ROOT, TOOL, Trace
 
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "py_names.py")
+SHORT = os.path.join(ROOT, "tests", "fixtures", "py_short_threads.py")
 
 
 def record_names(python, method, d):
@@ -55,6 +56,30 @@ def make_test(python, method):
 
 class TraceNames(unittest.TestCase):
     pass
+
+
+class ShortThreads(unittest.TestCase):
+    """Threads that live 40 ms (spinning 20 of them) carry their threading names: read
+    when their first record goes out, not at the next round 100 ms later, when they
+    are gone."""
+
+    def check(self, python, backend):
+        if backend == "bpf" and os.geteuid() != 0:
+            self.skipTest("the eBPF reader needs root (CAP_BPF and CAP_PERFMON)")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "t.json")
+            r = subprocess.run([TOOL, "-q", "--backend", backend, "-o", out, "--", python,
+                                SHORT], capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            trace = Trace(out)
+        threads = [l.split() for l in r.stdout.splitlines() if l.startswith("thread ")]
+        self.assertEqual(len(threads), 3, r.stdout)
+        named = {tid: name for (_, tid), name in trace.thread_names.items()}
+        for _, tid, name in threads:
+            self.assertEqual(named.get(int(tid)), name, (tid, named))
+
+
+per_interpreter(ShortThreads)
 
 
 for _label, _python in interpreters():
