@@ -219,10 +219,8 @@ static bool print_process(pid_t pid)
 		return true;
 	}
 	if (!p) {
-		/* "native frames only" is the recording's lot; a dump has nothing to show */
-		cpython_unreadable_why(err, minor, why, sizeof(why));
-		why[strcspn(why, ";")] = '\0';
-		printf("Process %d: %s\n  not read: %s\n", pid, esc, why);
+		printf("Process %d: %s\n  not read: %s\n", pid, esc,
+		       cpython_unreadable_why(err, minor, why, sizeof(why)));
 		return true;
 	}
 	printf("Process %d: %s\n  Python 3.%u\n", pid, esc, p->layout.minor);

@@ -1,14 +1,11 @@
 /* One recording's output: -o checked, the trace opened and closed, progress and summary. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <grp.h>
 #include <libgen.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -230,75 +227,28 @@ static void note_losses(struct session *s)
 	}
 }
 
+/* What the invoking user is asked under sudo: could they write -o themselves? */
+struct write_check {
+	const char *dir;
+	const struct stat *existing; /* the file --force replaces, or NULL */
+	uid_t uid;
+};
+
 /*
- * Under sudo, whether the invoking user @u could have made (or, @existing, replaced) the
- * file at @path themselves: asked as them, in a child that takes their ids and groups,
- * so ACLs and supplementary groups count as the kernel counts them. Root writes it and
- * gives it to them: otherwise `sudo pytrace-sample --force -o /etc/passwd` would hand
- * them any file. 0, -EACCES, or -errno (with the step) when we can't act as them.
+ * Run as them (so ACLs and supplementary groups count as the kernel counts them): 0 when
+ * they could make the file, or replace the one there (a sticky folder such as /tmp lets
+ * one replace only one's own). Root writes it and gives it to them: without this,
+ * `sudo pytrace-sample --force -o /etc/passwd` would hand them any file.
  */
-static int user_may_write(const struct sampler_creds *u, const char *path,
-			  const struct stat *existing, const char **step)
+static int user_could_write(void *arg)
 {
-	char *copy = strdup(path), *dir;
-	struct stat dst;
-	int status, fds[2], err = 0;
-	pid_t child;
+	const struct write_check *c = arg;
+	struct stat dir;
 
-	*step = NULL;
-	if (!copy || pipe2(fds, O_CLOEXEC)) {
-		free(copy);
-		return -ENOMEM;
-	}
-	dir = dirname(copy);
-	child = fork();
-	if (child == 0) {
-		const char *failed = NULL;
-
-		close(fds[0]);
-		if (u->user ? initgroups(u->user, u->gid) : setgroups(0, NULL))
-			failed = u->user ? "initgroups" : "setgroups";
-		else if (setgid(u->gid))
-			failed = "setgid";
-		else if (setuid(u->uid))
-			failed = "setuid";
-		if (failed) {
-			int e = errno;
-
-			if (write(fds[1], &e, sizeof(e)) != sizeof(e) ||
-			    write(fds[1], failed, strlen(failed) + 1) < 0)
-				_exit(2);
-			_exit(2);
-		}
-		/* A sticky folder (/tmp) lets one replace only one's own files. */
-		if (access(dir, W_OK | X_OK) ||
-		    (existing && !stat(dir, &dst) && (dst.st_mode & S_ISVTX) &&
-		     existing->st_uid != u->uid && dst.st_uid != u->uid))
-			_exit(1);
-		_exit(0);
-	}
-	close(fds[1]);
-	if (child < 0) {
-		err = -errno;
-	} else if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) {
-		err = -ECHILD;
-	} else if (WEXITSTATUS(status) == 1) {
-		err = -EACCES;
-	} else if (WEXITSTATUS(status) == 2) {
-		static char name[16];
-		int e = 0;
-		ssize_t n;
-
-		if (read(fds[0], &e, sizeof(e)) == sizeof(e) &&
-		    (n = read(fds[0], name, sizeof(name) - 1)) > 0) {
-			name[n] = '\0';
-			*step = name;
-		}
-		err = e ? -e : -EPERM;
-	}
-	close(fds[0]);
-	free(copy);
-	return err;
+	if (access(c->dir, W_OK | X_OK))
+		return 1;
+	return c->existing && !stat(c->dir, &dir) && (dir.st_mode & S_ISVTX) &&
+	       c->existing->st_uid != c->uid && dir.st_uid != c->uid;
 }
 
 /*
@@ -338,10 +288,14 @@ static int check_output(struct session *s, const struct sampler_creds *as_user)
 		s->old_output = st;
 	}
 	if (as_user) {
+		char *copy = strdup(s->output);
+		struct write_check c = { copy ? dirname(copy) : ".", s->had_output ? &st : NULL,
+					 as_user->uid };
 		const char *step;
-		int err = user_may_write(as_user, s->output, s->had_output ? &st : NULL, &step);
+		int err = sampler_as_user(as_user, user_could_write, &c, &step);
 
-		if (err == -EACCES) {
+		free(copy);
+		if (err == 1) {
 			fprintf(stderr,
 				"pytrace-sample: refusing to %s %s for uid %d: that user could not "
 				"%s it themselves (the trace is theirs; name a file in a folder they "
@@ -355,7 +309,7 @@ static int check_output(struct session *s, const struct sampler_creds *as_user)
 				"pytrace-sample: cannot act as uid %d to check %s: %s%s%s\n",
 				(int)as_user->uid, s->output, step ? step : "",
 				step ? " failed: " : "", strerror(-err));
-			return 126;
+			return EXIT_NOT_EXECUTABLE; /* as when the command can't be run as them */
 		}
 	}
 	removed = trace_remove_stale_temps(s->output);

@@ -453,8 +453,8 @@ struct cpython_process *cpython_process__find(pid_t pid, unsigned *minor);
 
 /*
  * In words, for the user, why a CPython 3.@minor (0: unknown) found in a process can't
- * be read (errno @err from cpython_process__find() and the functions it names) and what
- * is shown instead. Returns @buf.
+ * be read (errno @err from cpython_process__find() and the functions it names). Returns
+ * @buf.
  */
 const char *cpython_unreadable_why(int err, unsigned minor, char *buf, size_t size);
 

@@ -248,30 +248,21 @@ const char *cpython_unreadable_why(int err, unsigned minor, char *buf, size_t si
 
 	if (minor)
 		snprintf(version, sizeof(version), "CPython 3.%u", minor);
-	switch (err) {
-	case ENOTSUP:
+	if (err == ENOTSUP)
 		snprintf(buf, size,
-			 "%s, a free-threaded build: its Python stacks are not read (not "
-			 "supported); native frames only",
+			 "%s, a free-threaded build: its Python stacks are not read "
+			 "(not supported)",
 			 version);
-		break;
-	case EPROTONOSUPPORT:
-		snprintf(buf, size,
-			 "%s: a version this tool can't read (it reads 3.8 to 3.15); native "
-			 "frames only",
+	else if (err == EPROTONOSUPPORT)
+		snprintf(buf, size, "%s: a version this tool can't read (it reads 3.8 to 3.15)",
 			 version);
-		break;
-	case ENODATA:
+	else if (err == ENODATA)
 		snprintf(buf, size,
-			 "%s without its symbols (no _PyRuntime in .dynsym): its Python stacks "
-			 "can't be found; native frames only",
+			 "%s without its symbols (no _PyRuntime in .dynsym): its "
+			 "Python stacks can't be found",
 			 version);
-		break;
-	default:
-		snprintf(buf, size,
-			 "%s found, but its runtime could not be read (%s); native frames only",
-			 version, strerror(err));
-		break;
-	}
+	else
+		snprintf(buf, size, "%s found, but its runtime could not be read (%s)", version,
+			 strerror(err));
 	return buf;
 }

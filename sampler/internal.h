@@ -100,8 +100,8 @@ struct task_state {
 	uint64_t seen_ns;	       /* its latest sample or switch-in followed */
 	uint64_t kernel_sample_ns;     /* its latest sample the kernel read (kept for perf's) */
 	bool sampled;		       /* a sample of it was followed */
-	int name_tries;		       /* threadnames.c: 0 not asked, > 0 drains left, -1 sent */
-	uint64_t name_at_ns;	       /* ... its first Python stack's time */
+	bool name_asked, name_sent;    /* threadnames.c: its threading name asked for, sent */
+	uint64_t name_at_ns;	       /* ... at its first Python stack */
 	/*
 	 * The trial of the latest sample whose stack was read from outside (readtrial.c):
 	 * the read as the policy sees it (known: a trial is open; at_ns, the sample), its
@@ -170,7 +170,6 @@ struct unread_runtime {
 	unsigned minor;
 	struct cpython_types types;
 	uint32_t tries;
-	int err; /* the last try's errno */
 };
 
 #define UNREAD_RUNTIME_TRIES 100
@@ -209,7 +208,7 @@ struct proc_state {
 	 */
 	bool gone;
 	uint64_t gone_ns;
-	bool names_due; /* a thread of it waits for its threading name (threadnames.c) */
+	uint8_t name_reads; /* drains left to read its threads' names in (threadnames.c) */
 };
 
 /*
@@ -231,7 +230,7 @@ struct sampler {
 	struct queue queue;
 	struct hashmap *tasks;		 /* tid -> struct task_state */
 	struct hashmap *procs;		 /* pid -> struct proc_state */
-	size_t procs_names_due;		 /* how many have names_due set */
+	size_t procs_names_due;		 /* how many have name_reads left */
 	struct hashmap *cmdlines;	 /* record -> command line read at drain time */
 	struct hashmap *pending_outs;	 /* tid -> struct pending_out, during one drain */
 	struct hashmap *captures;	 /* tid -> struct outside_capture */

@@ -118,6 +118,38 @@ static ssize_t read_report(int fd, struct launch_report *r)
 	return n;
 }
 
+int sampler_as_user(const struct sampler_creds *creds, int (*check)(void *arg), void *arg,
+		    const char **failed)
+{
+	struct launch_report r;
+	int fds[2], status, err;
+	ssize_t n;
+	pid_t pid;
+
+	*failed = NULL;
+	if (pipe2(fds, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		drop_privileges(creds, fds[1]); /* exits, reporting, when it can't */
+		_exit(check(arg) ? 1 : 0);
+	}
+	err = pid < 0 ? -errno : 0;
+	close(fds[1]);
+	n = pid < 0 ? 0 : read_report(fds[0], &r);
+	close(fds[0]);
+	if (err)
+		return err;
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -ECHILD;
+	if (n == sizeof(r)) {
+		*failed = stage_names[r.stage];
+		return -r.err;
+	}
+	return WEXITSTATUS(status) ? 1 : 0;
+}
+
 /* The child failed to become the invoking user: say why with its own errno. */
 static int creds_failed(const struct held_child *child, const struct sampler_creds *creds,
 			ssize_t n, const struct launch_report *r)

@@ -245,9 +245,17 @@ static void remember_unread(struct sampler *s, uint32_t pid, uint64_t runtime, u
 void note_unreadable(struct sampler *s, uint32_t pid, uint64_t time, unsigned minor, int err)
 {
 	struct sampler_rec rec = { .kind = SREC_NOTE, .pid = pid, .tid = pid, .time_ns = time };
-	char text[256];
+	char why[256], text[300];
 
-	push_synth(s, &rec, cpython_unreadable_why(err, minor, text, sizeof(text)));
+	snprintf(text, sizeof(text), "%s; native frames only",
+		 cpython_unreadable_why(err, minor, why, sizeof(why)));
+	push_synth(s, &rec, text);
+}
+
+/* A runtime no later try can read: its build or version, not its state, is the cause. */
+static bool never_readable(int err)
+{
+	return err == ENOTSUP || err == EPROTONOSUPPORT;
 }
 
 static void retry_unread(struct sampler *s, uint32_t pid, uint64_t time)
@@ -265,12 +273,9 @@ static void retry_unread(struct sampler *s, uint32_t pid, uint64_t time)
 	if (proc) {
 		set_python(s, pid, proc, time);
 		free(hashmap__remove(s->unread_runtimes, pid));
-	} else if (++u->tries == UNREAD_RUNTIME_TRIES || errno == ENOTSUP ||
-		   errno == EPROTONOSUPPORT) {
-		note_unreadable(s, pid, time, u->minor, errno == EFAULT ? u->err ?: EFAULT : errno);
+	} else if (++u->tries == UNREAD_RUNTIME_TRIES || never_readable(errno)) {
+		note_unreadable(s, pid, time, u->minor, errno);
 		free(hashmap__remove(s->unread_runtimes, pid));
-	} else {
-		u->err = errno;
 	}
 }
 
@@ -317,8 +322,8 @@ static void track_mmap(struct sampler *s, struct qrec *q)
 	}
 	set_python(s, ids[0], proc, q->time);
 	free(hashmap__remove(s->unread_runtimes, ids[0]));
-	if (err == ENOTSUP || err == EPROTONOSUPPORT)
-		note_unreadable(s, ids[0], q->time, minor, err); /* no later try can read it */
+	if (never_readable(err))
+		note_unreadable(s, ids[0], q->time, minor, err);
 	else if (!proc)
 		remember_unread(s, ids[0], runtime, minor, &types);
 }

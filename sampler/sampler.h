@@ -316,6 +316,14 @@ int sampler_list_tree(pid_t pid, pid_t **pids, size_t *count);
 /* The threads of @pid now. Caller frees *@tids. 0 or -errno (-ESRCH: no such process). */
 int sampler_list_threads(pid_t pid, pid_t **tids, size_t *count);
 
+/*
+ * Runs @check(@arg) in a child that has become @creds' user (groups, gid, uid, as the
+ * launched command does): 0 when it returned 0, 1 when it returned non-zero, -errno
+ * when the child could not become them (*@failed names the step: "initgroups" ...).
+ */
+int sampler_as_user(const struct sampler_creds *creds, int (*check)(void *arg), void *arg,
+		    const char **failed);
+
 /* The command line of a live process, NULs as spaces. 0 or -errno. */
 int sampler_read_cmdline(pid_t pid, char *buf, size_t size);
 /* The same, only while the process still runs the program named @comm; -ESTALE else. */

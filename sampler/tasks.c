@@ -83,6 +83,8 @@ void proc_forget(struct sampler *s, uint32_t pid)
 
 	if (p && p->gone)
 		s->ngone--;
+	if (p && p->name_reads)
+		s->procs_names_due--;
 	free(p);
 	set_python(s, pid, NULL, 0);
 	free(hashmap__remove(s->unread_runtimes, pid));

@@ -4,7 +4,7 @@
  * records come out 100-200 ms after they happened: a thread that lives tens of
  * milliseconds was gone from threading._active by then and kept the process's comm,
  * and short-lived threads are where a race or a stall hides. What is read here goes
- * out as an SREC_PYNAME record with the thread's first stack.
+ * out as an SREC_PYNAME record at the thread's first stack.
  */
 #include "internal.h"
 
@@ -12,59 +12,47 @@
 #include <string.h>
 
 /*
- * Drains a new thread's name is looked for in: a thread's first stack can be followed
- * before its Thread object is in threading._active (its bootstrap puts it there).
+ * Drains a process's names are read in after one of its threads asked: a thread's first
+ * stack can be followed before its Thread object is in threading._active (its bootstrap
+ * puts it there).
  */
-#define NAME_TRIES 8
+#define NAME_READS 8
 #define NAMES_MAX 256
 
 void thread_name_due(struct sampler *s, struct task_state *t, const struct py_stack *ps)
 {
 	struct proc_state *p;
 
-	if (t->name_tries || !ps || !ps->n)
+	if (t->name_asked || !ps || !ps->n)
 		return;
 	p = hashmap__get(s->procs, t->pid);
 	if (!p)
 		return;
-	t->name_tries = NAME_TRIES;
+	t->name_asked = true;
 	t->name_at_ns = ps->at_ns;
-	if (!p->names_due)
-		s->procs_names_due++;
-	p->names_due = true;
+	s->procs_names_due += !p->name_reads;
+	p->name_reads = NAME_READS;
 }
 
-/* Sends the names of @pid's threads still waiting for theirs; whether some still wait. */
-static bool send_names(struct sampler *s, uint32_t pid, struct cpython_thread_name *names)
+/* Queues the names of @pid's threads that asked and have none yet. */
+static void send_names(struct sampler *s, uint32_t pid, struct cpython_thread_name *names)
 {
 	struct cpython_process *proc = hashmap__get(s->pythons, pid);
 	int n = proc ? cpython_thread_names(proc, NULL, names, NAMES_MAX) : 0, i;
-	size_t cursor = 0;
-	bool waiting = false;
-	uint64_t key;
-	void *value;
 
 	for (i = 0; i < n; i++) {
 		struct task_state *t = hashmap__get(s->tasks, names[i].tid);
 		struct sampler_rec rec = { .kind = SREC_PYNAME, .pid = pid, .tid = names[i].tid };
 
-		if (!t || t->pid != pid || t->name_tries <= 0 || names[i].err || !names[i].name[0])
+		if (!t || t->pid != pid || !t->name_asked || t->name_sent || names[i].err ||
+		    !names[i].name[0])
 			continue;
 		/* A state read while a thread starts can hold the main thread's ident. */
 		if (names[i].tid != pid && !strcmp(names[i].name, "MainThread"))
 			continue;
 		rec.time_ns = t->name_at_ns;
-		if (!push_synth(s, &rec, names[i].name))
-			t->name_tries = -1; /* sent */
+		t->name_sent = !push_synth(s, &rec, names[i].name);
 	}
-	/* The others: once more at the next drain, a few times. */
-	while (hashmap__next(s->tasks, &cursor, &key, &value)) {
-		struct task_state *t = value;
-
-		if (t->pid == pid && t->name_tries > 0 && --t->name_tries > 0)
-			waiting = true;
-	}
-	return waiting;
 }
 
 void read_due_names(struct sampler *s)
@@ -74,16 +62,15 @@ void read_due_names(struct sampler *s)
 	uint64_t pid;
 	void *value;
 
-	if (!s->procs_names_due)
+	if (!s->procs_names_due || !(names = calloc(NAMES_MAX, sizeof(*names))))
 		return;
-	names = calloc(NAMES_MAX, sizeof(*names));
-	while (names && hashmap__next(s->procs, &cursor, &pid, &value)) {
+	while (hashmap__next(s->procs, &cursor, &pid, &value)) {
 		struct proc_state *p = value;
 
-		if (!p->names_due)
+		if (!p->name_reads)
 			continue;
-		p->names_due = send_names(s, (uint32_t)pid, names);
-		s->procs_names_due -= !p->names_due;
+		send_names(s, (uint32_t)pid, names);
+		s->procs_names_due -= !--p->name_reads;
 	}
 	free(names);
 }
