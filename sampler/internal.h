@@ -208,7 +208,8 @@ struct proc_state {
 	 */
 	bool gone;
 	uint64_t gone_ns;
-	uint8_t name_reads; /* drains left to read its threads' names in (threadnames.c) */
+	uint8_t name_reads;	/* drains left to read its threads' names in (threadnames.c) */
+	uint32_t names_waiting; /* ... threads that asked and have none yet */
 };
 
 /*
