@@ -503,8 +503,13 @@ struct cpython_frame {
 	uint32_t args;	      /* free for the caller: the sampler keeps an id of them here */
 };
 
-/* Reads of a running thread's chain before giving up with -EAGAIN (see cpython_walk). */
-#define CPYTHON_WALK_TRIES 4
+/*
+ * Reads of a running thread's chain before giving up with -EAGAIN (see cpython_walk).
+ * Tries fail together more often than apart: of sid 3.15's summed generator expression
+ * (tests/fixtures/py_genexpr.py, -F 2000) 2-21 of ~1,250 walks failed 4 tries, 0-5
+ * failed 6, at 1.46 tries per walk.
+ */
+#define CPYTHON_WALK_TRIES 6
 
 /*
  * Walks the frames of thread @tid, innermost first, into @frames (at most @max; of a

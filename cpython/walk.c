@@ -292,7 +292,14 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 			frame = previous;
 			continue;
 		}
-		if (owner == OWNED_BY_GENERATOR && !generator_running(l, mem, frame))
+		/*
+		 * 3.12+ enter a running generator through a shim or from its caller's frame,
+		 * never with no previous frame: one with none was read as it yielded or
+		 * resumed (3.15 marks it running before it links it, and unmarks it after
+		 * it unlinks: one read in ten of a summed generator expression saw that).
+		 */
+		if (owner == OWNED_BY_GENERATOR &&
+		    (!generator_running(l, mem, frame) || (!previous && l->minor >= 12)))
 			return -EAGAIN;
 		root_owner = owner;
 		if (ring)

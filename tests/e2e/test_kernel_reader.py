@@ -82,9 +82,11 @@ class KernelReader(BpfTestCase):
                                               lost))
         # The sanitizer build drains 3-5 times slower: starved too, its rate is the
         # machine's (14 thousand lost with one core kept busy, its drainer off a CPU
-        # for 296 of 1733 ms); its memory checks are what it is run for.
+        # for 296 of 1733 ms); its memory checks are what it is run for. Not starved,
+        # it is held to a tenth, not to the optimized build's 1 %: sid's 3.14 and 3.15
+        # lost more than 1 % in two suite runs with the drainer off a CPU 9 % of the run.
         if not (machine and SANITIZED):
-            self.assertLessEqual(lost, (0.1 if machine else 0.01) * len(waits),
+            self.assertLessEqual(lost, (0.1 if machine or SANITIZED else 0.01) * len(waits),
                                  "the tool lost %d records for %d waits, its threads waited "
                                  "at most %d of %d ms for a CPU (%s): %r"
                                  % (lost, len(waits), starved // 1000000, wall // 1000000,
