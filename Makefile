@@ -19,6 +19,7 @@ BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARNINGS) -DPYTRACE_VERSION='"$(VERSIO
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 LIB_SRCS := $(wildcard common/*.c) $(wildcard cpython/*.c) $(wildcard trace/*.c) \
+	$(wildcard analyze/*.c) \
 	$(wildcard sampler/*.c) \
 	$(wildcard symbolize/*.c)
 CLI_SRCS := $(wildcard cli/*.c)

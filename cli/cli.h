@@ -37,6 +37,7 @@ struct cli_opts {
 	char **argv;	    /* the command to launch, or NULL */
 	bool dump;	    /* the dump subcommand */
 	const char *report; /* the report subcommand's trace, or NULL */
+	bool report_json;   /* report --json: the findings and pools as JSON */
 	bool flat;	    /* --flat */
 	bool native;	    /* native frames too */
 };
@@ -44,8 +45,8 @@ struct cli_opts {
 /* Prints the Python stacks of the -p trees once; returns the exit status. */
 int cli_dump(const struct cli_opts *opts);
 
-/* Prints the report of a written JSON trace; returns the exit status. */
-int cli_report(const char *path);
+/* Prints the report of a written JSON trace (@json: its findings as JSON); the exit status. */
+int cli_report(const char *path, bool json);
 
 /* Runs one recording from start to summary; returns the process exit status. */
 int cli_record(const struct cli_opts *opts);

@@ -19,7 +19,7 @@ static void usage(FILE *f)
 		"usage: pytrace-sample [options] -- CMD [ARGS...]   launch CMD and trace its whole process tree\n"
 		"       pytrace-sample [options] -p PID[,PID...]    attach to running processes and their descendants\n"
 		"       pytrace-sample dump -p PID[,PID...]         print every thread's Python stack once\n"
-		"       pytrace-sample report TRACE.json[.gz]       print the report of a written trace\n"
+		"       pytrace-sample report [--json] TRACE.json[.gz]  print the report of a written trace\n"
 		"\n"
 		"Samples the stacks of every thread of a process tree and writes a time-ordered flame chart\n"
 		"(Chrome Trace Event Format): open it at https://ui.perfetto.dev or in Chrome DevTools >\n"
@@ -75,10 +75,16 @@ static void usage(FILE *f)
 		"dump takes only -p and -v.\n"
 		"\n"
 		"report: at the end of a recording (unless -q), and for a written JSON trace with\n"
-		"'report', a short report computed from the trace's slices: per process and thread\n"
-		"the wall time, the time on a CPU and the waits by reason (sleep, lock wait, read,\n"
-		"preempted ...); the functions with the most self time; the longest waits with the\n"
-		"stack that waited. Exit status: 0, 64 usage, 65 not a trace, 66 no such file.\n"
+		"'report', a short report computed from the trace's slices. First the findings: the\n"
+		"causes of slowness found (imbalance, serialization, task-overhead, worker-startup,\n"
+		"gil-contention, oversubscription, cpu-starved, lock-contention, io-wait, sleep), each\n"
+		"with its share of the work threads' time, its evidence, where to look and what to\n"
+		"try; each pool's tasks and workers. Then per process and thread the wall time, the\n"
+		"time on a CPU and the waits by reason (sleep, lock wait, read, preempted ...); the\n"
+		"functions with the most self time; the longest waits with the stack that waited.\n"
+		"'report --json' prints the findings and pools as one JSON object instead, for\n"
+		"scripts (docs/findings.md). Exit status: 0, 64 usage, 65 not a trace, 66 no such\n"
+		"file.\n"
 		"\n"
 		"other:\n"
 		"  -q, --quiet           no progress line, summary or report, only errors\n"
@@ -220,9 +226,11 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 	int c, index;
 
 	if (argc > 1 && !strcmp(argv[1], "report")) {
-		if (argc != 3 || argv[2][0] == '-')
-			return bad_usage("%s", "usage: pytrace-sample report TRACE.json[.gz]");
-		o->report = argv[2];
+		o->report_json = argc == 4 && !strcmp(argv[2], "--json");
+		if (argc != 3 + o->report_json || argv[argc - 1][0] == '-')
+			return bad_usage("%s",
+					 "usage: pytrace-sample report [--json] TRACE.json[.gz]");
+		o->report = argv[argc - 1];
 		return -1;
 	}
 	if (argc > 1 && !strcmp(argv[1], "dump")) {
@@ -360,7 +368,7 @@ int main(int argc, char **argv)
 						  : LOG_WARN);
 		/* Never ask a debuginfod server: no network, and no waiting on one. */
 		unsetenv("DEBUGINFOD_URLS");
-		status = opts.report ? cli_report(opts.report)
+		status = opts.report ? cli_report(opts.report, opts.report_json)
 			 : opts.dump ? cli_dump(&opts)
 				     : cli_record(&opts);
 	}

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <libgen.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -172,14 +173,30 @@ static void print_summary(struct session *s, int close_err, bool written,
 		sy.images_opened, sy.pc_cache_hits, sy.pc_cache_hits + sy.pc_cache_misses);
 }
 
+/* The tool's own CPU time so far, its threads' (not the target's). */
+static uint64_t tool_cpu_ns(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ULL +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ULL;
+}
+
 static void note_losses(struct session *s)
 {
 	struct sampler_stats st;
 	struct symbolizer_stats sy;
+	uint64_t tool_ns = tool_cpu_ns(); /* one figure: the report and the file agree */
 
 	sampler__stats(s->sampler, &st);
 	symbolizer__stats(s->sym, &sy);
 	trace__note(s->trace, "samples", st.samples);
+	trace__note(s->trace, "cpus", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
+	trace__note(s->trace, "tool_cpu_ns", tool_ns);
+	if (s->summary)
+		trace_summary__tool_cpu(s->summary, tool_ns);
 	trace__note(s->trace, "off_cpu_spans", st.off_cpu_spans);
 	trace__note(s->trace, "lost_records", st.lost_records);
 	trace__note(s->trace, "lost_samples", st.lost_samples);

@@ -1,11 +1,11 @@
-/* pytrace-sample report TRACE: the end-of-run report of a written JSON trace. */
+/* pytrace-sample report [--json] TRACE: the end-of-run report of a written JSON trace. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 
-int cli_report(const char *path)
+int cli_report(const char *path, bool json)
 {
 	struct trace_summary *s = trace_summary__new();
 	int err, status = 0;
@@ -25,7 +25,7 @@ int cli_report(const char *path)
 	} else if (err) {
 		fprintf(stderr, "pytrace-sample: cannot read %s: %s\n", path, strerror(-err));
 		status = EXIT_NO_PROCESS; /* 66: no input */
-	} else if (trace_summary__print(s, stdout)) {
+	} else if (json ? trace_summary__print_json(s, stdout) : trace_summary__print(s, stdout)) {
 		status = EXIT_INTERNAL;
 	}
 	trace_summary__free(s);

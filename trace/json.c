@@ -36,7 +36,7 @@ size_t utf8_valid_length(const unsigned char *p)
 	return len;
 }
 
-void json_put_string(struct out_file *out, const char *s)
+void json_escape(const char *s, void (*put)(void *ctx, const char *buf, size_t n), void *ctx)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -48,7 +48,7 @@ void json_put_string(struct out_file *out, const char *s)
 		size_t len;
 
 		if (n > sizeof(buf) - 8) {
-			out_file__write(out, buf, n);
+			put(ctx, buf, n);
 			n = 0;
 		}
 		if (*p == '"' || *p == '\\') {
@@ -81,5 +81,15 @@ void json_put_string(struct out_file *out, const char *s)
 		}
 	}
 	buf[n++] = '"';
-	out_file__write(out, buf, n);
+	put(ctx, buf, n);
+}
+
+static void put_out(void *ctx, const char *buf, size_t n)
+{
+	out_file__write(ctx, buf, n);
+}
+
+void json_put_string(struct out_file *out, const char *s)
+{
+	json_escape(s, put_out, out);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "../common/hashmap.h"
 #include "trace.h"
 
 #define JSON_MAX_NESTING 64
@@ -22,15 +23,19 @@ struct read_slice {
 	uint32_t pid, tid;
 	uint64_t ts, dur;
 	char *name;
-	bool off_cpu, no_gil;
+	const char *file; /* interned by the reader */
+	uint32_t line;
+	int64_t job, task;
+	bool off_cpu, no_gil, message;
 	size_t order;
 };
 
 /* The event's fields that matter here, in the order they came. */
 struct read_event {
 	char ph[4];
-	char *name, *cat, *arg_name;
+	char *name, *cat, *arg_name, *arg_file;
 	uint64_t pid, tid, ts, dur;
+	uint64_t first_line, job, task;
 	bool has_ts, has_dur;
 };
 
@@ -234,6 +239,16 @@ static void args_member(struct json_in *in, const char *key, void *ctx, int nest
 	if (!strcmp(key, "name") && in->p < in->end && *in->p == '"') {
 		free(ev->arg_name);
 		ev->arg_name = read_string(in, true);
+	} else if (!strcmp(key, "file") && in->p < in->end && *in->p == '"') {
+		free(ev->arg_file);
+		ev->arg_file = read_string(in, true);
+	} else if (!strcmp(key, "first_line") && in->p < in->end && *in->p != '"') {
+		ev->first_line = read_number(in);
+	} else if (!strcmp(key, "pool_job") && in->p < in->end && *in->p != '"') {
+		ev->job = read_number(in);
+	} else if ((!strcmp(key, "pool_task") || !strcmp(key, "work_id")) && in->p < in->end &&
+		   *in->p != '"') {
+		ev->task = read_number(in);
 	} else {
 		skip_value(in, nesting);
 	}
@@ -274,12 +289,34 @@ static void event_member(struct json_in *in, const char *key, void *ctx, int nes
 
 struct reader {
 	struct trace_summary *summary;
+	struct hashmap *files; /* hash_string() (+ probe) -> the file's name, owned */
 	struct read_slice *slices;
 	size_t count, cap;
 	uint64_t origin_ns;
 	bool has_events;
 	int err;
 };
+
+/* The one copy of @file's name (NULL when there is none or no memory for it). */
+static const char *intern_file(struct reader *r, const char *file)
+{
+	uint64_t h;
+	char *known, *copy;
+
+	if (!file || !*file)
+		return NULL;
+	h = hash_string(file);
+	while ((known = hashmap__get(r->files, h)) && strcmp(known, file))
+		h++; /* another name with this hash: probe on */
+	if (known)
+		return known;
+	copy = strdup(file);
+	if (copy && hashmap__set(r->files, h, copy)) {
+		free(copy);
+		copy = NULL;
+	}
+	return copy;
+}
 
 /* Keeps a Complete event, names a process or thread; drops the rest. */
 static void take_event(struct reader *r, struct read_event *ev)
@@ -302,8 +339,13 @@ static void take_event(struct reader *r, struct read_event *ev)
 			.ts = ev->ts,
 			.dur = ev->dur,
 			.name = ev->name,
+			.file = intern_file(r, ev->arg_file),
+			.line = (uint32_t)ev->first_line,
+			.job = (int64_t)ev->job,
+			.task = (int64_t)ev->task,
 			.off_cpu = ev->cat && !strcmp(ev->cat, "off-cpu"),
 			.no_gil = ev->cat && !strcmp(ev->cat, "no-gil"),
+			.message = ev->cat && !strcmp(ev->cat, "message"),
 			.order = r->count,
 		};
 		r->count++;
@@ -324,6 +366,10 @@ static void other_member(struct json_in *in, const char *key, void *ctx, int nes
 
 	if (!strcmp(key, "origin_ns"))
 		r->origin_ns = read_number(in);
+	else if (!strcmp(key, "cpus"))
+		trace_summary__cpus(r->summary, (unsigned)read_number(in));
+	else if (!strcmp(key, "tool_cpu_ns"))
+		trace_summary__tool_cpu(r->summary, read_number(in));
 	else
 		skip_value(in, nesting);
 }
@@ -356,6 +402,7 @@ static void top_member(struct json_in *in, const char *key, void *ctx, int nesti
 		free(ev.name);
 		free(ev.cat);
 		free(ev.arg_name);
+		free(ev.arg_file);
 	} while (!in->err && !r->err && take(in, ','));
 	if (!in->err && !r->err && !take(in, ']'))
 		fail(in);
@@ -386,6 +433,11 @@ static int close_slice(struct reader *r, const struct read_slice *s, uint32_t de
 		.name = s->name,
 		.off_cpu = s->off_cpu,
 		.no_gil = s->no_gil,
+		.message = s->message,
+		.job = s->job,
+		.task = s->task,
+		.file = s->file,
+		.line = s->line,
 		.start_ns = r->origin_ns + (s->ts - 1) * 1000,
 		.end_ns = r->origin_ns + (s->ts - 1 + s->dur) * 1000,
 	};
@@ -414,7 +466,8 @@ static int feed(struct reader *r)
 		}
 		if (!s || err)
 			break;
-		err = trace_summary__open(r->summary, s->pid, s->tid, (uint32_t)depth, s->name);
+		err = trace_summary__open_in(r->summary, s->pid, s->tid, (uint32_t)depth, s->name,
+					     s->file);
 		stack[depth++] = s;
 	}
 	free(stack);
@@ -468,6 +521,11 @@ int trace_summary__read_json(struct trace_summary *s, const char *path)
 
 	if (err)
 		return err;
+	r.files = hashmap__new();
+	if (!r.files) {
+		free(data);
+		return -ENOMEM;
+	}
 	in = (struct json_in){ .p = data, .end = data + len };
 	read_object(&in, 0, top_member, &r);
 	err = r.err ? r.err : in.err;
@@ -478,6 +536,7 @@ int trace_summary__read_json(struct trace_summary *s, const char *path)
 	for (i = 0; i < r.count; i++)
 		free(r.slices[i].name);
 	free(r.slices);
+	hashmap__free_all(r.files, free);
 	free(data);
 	return err;
 }

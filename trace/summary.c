@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../analyze/analyze.h"
 #include "../common/hashmap.h"
 #include "../common/term.h"
 #include "trace.h"
@@ -26,6 +27,7 @@
 #define SUMMARY_THREADS 4	/* threads listed per process */
 #define SUMMARY_REASONS 3	/* wait reasons listed per line */
 #define SUMMARY_STACK_FRAMES 4	/* frames of a wait's stack shown, leaf-most */
+#define SUMMARY_FINDINGS 5	/* findings listed, largest first */
 
 /* A function or wait reason by name: names are interned, compared as pointers. */
 struct sum_name {
@@ -60,6 +62,7 @@ struct trace_summary {
 	struct hashmap *names;	 /* FNV-1a (+ probe) -> struct sum_name */
 	struct hashmap *threads; /* (pid << 32 | tid) -> struct sum_thread; tid 0: a name */
 	struct sum_longest longest[SUMMARY_LONGEST];
+	struct analysis *analysis; /* fed the same slices: the findings */
 };
 
 static uint64_t thread_key(uint32_t pid, uint32_t tid)
@@ -93,7 +96,8 @@ struct trace_summary *trace_summary__new(void)
 		return NULL;
 	s->names = hashmap__new();
 	s->threads = hashmap__new();
-	if (!s->names || !s->threads) {
+	s->analysis = analysis__new();
+	if (!s->names || !s->threads || !s->analysis) {
 		trace_summary__free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -107,6 +111,7 @@ void trace_summary__free(struct trace_summary *s)
 		return;
 	hashmap__free_all(s->names, free_name);
 	hashmap__free_all(s->threads, free_thread);
+	analysis__free(s->analysis);
 	free(s);
 }
 
@@ -166,10 +171,16 @@ int trace_summary__name(struct trace_summary *s, uint32_t pid, uint32_t tid, con
 int trace_summary__open(struct trace_summary *s, uint32_t pid, uint32_t tid, uint32_t depth,
 			const char *name)
 {
+	return trace_summary__open_in(s, pid, tid, depth, name, NULL);
+}
+
+int trace_summary__open_in(struct trace_summary *s, uint32_t pid, uint32_t tid, uint32_t depth,
+			   const char *name, const char *file)
+{
 	struct sum_thread *t = find_thread(s, pid, tid);
 	struct sum_name *n = intern(s, name);
 
-	if (!t || !n)
+	if (!t || !n || analysis__open(s->analysis, pid, tid, depth, n->name, file))
 		return -ENOMEM;
 	if (depth >= SUMMARY_MAX_DEPTH)
 		return 0;
@@ -254,8 +265,10 @@ int trace_summary__close(struct trace_summary *s, const struct trace_summary_sli
 	if (!t || sl->end_ns <= sl->start_ns)
 		return t ? 0 : -ENOMEM;
 	n = intern(s, sl->name);
-	if (!n)
+	if (!n || analysis__close(s->analysis, sl, n->name))
 		return -ENOMEM;
+	if (sl->message)
+		return 0; /* a marker: no time of its own */
 	t->first_ns = sl->start_ns < t->first_ns ? sl->start_ns : t->first_ns;
 	t->last_ns = sl->end_ns > t->last_ns ? sl->end_ns : t->last_ns;
 	if (!sl->depth)
@@ -456,6 +469,10 @@ int trace_summary__print(const struct trace_summary *s, FILE *f)
 	}
 	fprintf(f, "pytrace-sample report: %zu processes, %zu threads over %s\n", npr, nth,
 		fmt_ns(a, sizeof(a), all.last_ns > all.first_ns ? all.last_ns - all.first_ns : 0));
+	err = analysis__finish(s->analysis);
+	if (err)
+		goto out_free;
+	analysis__print(s->analysis, f, SUMMARY_FINDINGS);
 	for (i = 0; i < npr && i < SUMMARY_PROCESSES; i++) {
 		/* "... (pid 1 in its namespace)": a container's own pid survives the cut */
 		fprintf(f, "process %" PRIu32 " %s: ", pr[i].pid,
@@ -488,4 +505,23 @@ out_free:
 	free(th);
 	free(pr);
 	return err;
+}
+
+int trace_summary__print_json(const struct trace_summary *s, FILE *f)
+{
+	int err = analysis__finish(s->analysis);
+
+	if (!err)
+		analysis__print_json(s->analysis, f);
+	return err;
+}
+
+void trace_summary__cpus(struct trace_summary *s, unsigned cpus)
+{
+	analysis__cpus(s->analysis, cpus);
+}
+
+void trace_summary__tool_cpu(struct trace_summary *s, uint64_t ns)
+{
+	analysis__tool_cpu(s->analysis, ns);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/args.h"
 #include "../common/log.h"
 #include "internal.h"
 
@@ -58,6 +59,26 @@ static int summarize(struct trace *trace, const struct slice *s)
 
 	if (s->end_ns <= s->start_ns || end_us <= start_us)
 		return 0;
+	if (f) {
+		sl.file = f->file;
+		sl.line = f->line;
+	}
+	if (f && f->kind == FRAME_MESSAGE) {
+		uint32_t n = 0, i;
+		const struct arg_item *items =
+			s->args ? args_table__get(frame_table__args(trace->opts.frames), s->args,
+						  &n)
+				: NULL;
+
+		sl.message = true;
+		for (i = 0; items && i < n; i++) {
+			if (!strcmp(items[i].name, "pool_job"))
+				sl.job = items[i].i;
+			else if (!strcmp(items[i].name, "pool_task") ||
+				 !strcmp(items[i].name, "work_id"))
+				sl.task = items[i].i;
+		}
+	}
 	return trace_summary__close(trace->opts.summary, &sl);
 }
 
@@ -88,8 +109,8 @@ static int on_open(void *ctx, const struct slice *s)
 	if (!err && trace->opts.summary) {
 		const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
 
-		err = trace_summary__open(trace->opts.summary, s->pid, s->tid, s->depth,
-					  f ? f->name : "[bad frame id]");
+		err = trace_summary__open_in(trace->opts.summary, s->pid, s->tid, s->depth,
+					     f ? f->name : "[bad frame id]", f ? f->file : NULL);
 	}
 	return err;
 }

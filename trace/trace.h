@@ -153,9 +153,13 @@ int trace_remove_stale_temps(const char *path);
  */
 struct trace_summary_slice {
 	uint32_t pid, tid, depth;
-	const char *name; /* the function, or the reason of a wait */
-	bool off_cpu;	  /* a wait: an off-CPU reason marker */
-	bool no_gil;	  /* the marker of time on a CPU without the GIL */
+	const char *name;  /* the function, or the reason of a wait */
+	bool off_cpu;	   /* a wait: an off-CPU reason marker */
+	bool no_gil;	   /* the marker of time on a CPU without the GIL */
+	bool message;	   /* a pool's task or result marker: @name says which */
+	int64_t job, task; /* a message's: pool_job and pool_task, or 0 and work_id */
+	const char *file;  /* the function's source, or NULL */
+	uint32_t line;	   /* its first line, 0 when unknown */
 	uint64_t start_ns, end_ns;
 };
 
@@ -166,9 +170,18 @@ void trace_summary__free(struct trace_summary *s);
 int trace_summary__name(struct trace_summary *s, uint32_t pid, uint32_t tid, const char *name);
 int trace_summary__open(struct trace_summary *s, uint32_t pid, uint32_t tid, uint32_t depth,
 			const char *name);
+/* The same, with the function's source file (NULL: not known), which the findings use. */
+int trace_summary__open_in(struct trace_summary *s, uint32_t pid, uint32_t tid, uint32_t depth,
+			   const char *name, const char *file);
 int trace_summary__close(struct trace_summary *s, const struct trace_summary_slice *slice);
-/* The report, short enough for a terminal. 0 or -ENOMEM. */
+/* The report, short enough for a terminal, findings first. 0 or -ENOMEM. */
 int trace_summary__print(const struct trace_summary *s, FILE *f);
+/* The findings and pools as one JSON object (analyze/analyze.h). 0 or -ENOMEM. */
+int trace_summary__print_json(const struct trace_summary *s, FILE *f);
+/* The CPUs of the machine the run was on, for the findings (0: this one's). */
+void trace_summary__cpus(struct trace_summary *s, unsigned cpus);
+/* The CPU time the profiler itself took: one of the programs the run shared CPUs with. */
+void trace_summary__tool_cpu(struct trace_summary *s, uint64_t ns);
 
 /*
  * Feeds the slices and names of the Trace Event JSON file at @path (gzip'd or not) to
