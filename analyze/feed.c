@@ -212,6 +212,10 @@ int analysis__open(struct analysis *a, uint32_t pid, uint32_t tid, uint32_t dept
 	}
 	t->names[depth] = name;
 	t->flags[depth] = frame_flags(name) | (helper_loop(name, file) ? AN_FRAME_IDLE : 0);
+	if (!a->pool_loops && file &&
+	    ((!strcmp(name, "worker") && strstr(file, "multiprocessing/pool.py")) ||
+	     (!strcmp(name, "_process_worker") && strstr(file, "concurrent/futures/process.py"))))
+		a->pool_loops = true;
 	return 0;
 }
 

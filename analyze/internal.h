@@ -84,7 +84,8 @@ struct analysis {
 	uint64_t first_ns, last_ns;
 	uint64_t kind_first[AN_WAIT_COUNT], kind_last[AN_WAIT_COUNT];
 	struct an_longest longest[AN_WAIT_COUNT];
-	bool dropped; /* a table was full: the figures are of what fit */
+	bool dropped;	 /* a table was full: the figures are of what fit */
+	bool pool_loops; /* a pool worker's loop was seen (its task markers may not be) */
 	bool finished;
 	struct finding *findings;
 	size_t nfindings;

@@ -6,6 +6,11 @@
 #include "../trace/json.h"
 #include "internal.h"
 
+/* Why a pool's findings can be missing: said, not left out silently. */
+#define UNDECIDED                                                                                  \
+	"imbalance, task-overhead and worker-startup not decided: pool workers ran, but the "      \
+	"trace has no task markers (they are read by the eBPF backend, as root)"
+
 int analysis__finish(struct analysis *a)
 {
 	int err;
@@ -67,6 +72,8 @@ void analysis__print(const struct analysis *a, FILE *f, size_t max)
 			an_fmt_ns(b3, sizeof(b3), v->run.max),
 			an_fmt_ns(b4, sizeof(b4), v->queue.p50));
 	}
+	if (!a->npools && a->pool_loops)
+		fprintf(f, "findings: %s\n", UNDECIDED);
 	if (a->dropped)
 		fprintf(f, "findings: a table was full; the figures are of what fit\n");
 }
@@ -136,6 +143,12 @@ void analysis__print_json(const struct analysis *a, FILE *f)
 		}
 		fprintf(f, "]}");
 	}
+	fprintf(f, "], \"undecided\": [");
+	if (!a->npools && a->pool_loops)
+		fprintf(f,
+			"{\"kinds\": [\"imbalance\", \"task-overhead\", \"worker-startup\"], "
+			"\"why\": \"%s\"}",
+			UNDECIDED);
 	fprintf(f, "], \"cpus\": %u, \"incomplete\": %s}\n", a->cpus,
 		a->dropped ? "true" : "false");
 }

@@ -99,6 +99,23 @@ class Findings(unittest.TestCase):
                                  "the run (the tool cried wolf): %s" %
                                  (label, [(f["kind"], f["share"]) for f in report["findings"]]))
 
+    def test_without_markers_says_what_it_could_not_decide(self):
+        """The perf backend reads no pool task markers: the pool's findings are said to be
+        undecided, not silently missing, and none is claimed."""
+        python = pythons()[0][1]
+        out = os.path.join(self.dir, "perf.json")
+        p = run_tool(["-q", "--backend", "perf", "-o", out, "--", python,
+                      os.path.join(WHY, "straggler.py")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        report = report_json(out)
+        self.assertEqual(report["pools"], [])
+        self.assertEqual([u["kinds"] for u in report["undecided"]],
+                         [["imbalance", "task-overhead", "worker-startup"]], report)
+        self.assertNotIn("imbalance", [f["kind"] for f in report["findings"]])
+        text = subprocess.run([TOOL, "report", out], capture_output=True, text=True,
+                              timeout=120).stdout
+        self.assertIn("not decided: pool workers ran, but the trace has no task markers", text)
+
     def test_attached_straggler(self):
         """With -p, attached 0.3 s after start to a program that waits 0.6 s before its
         pool: the same first finding (3.12's fork pool; a forkserver child would import
