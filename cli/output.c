@@ -210,6 +210,13 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "kernel_events_lost", st.kernel_events_lost);
 	trace__note(s->trace, "kernel_read_errors", st.kernel_read_errors);
 	trace__note(s->trace, "python_cut_stacks", st.cut_stacks);
+	{
+		uint64_t codes, tables;
+
+		cpython_cache_losses(&codes, &tables);
+		trace__note(s->trace, "python_codes_not_kept", codes);
+		trace__note(s->trace, "python_linetables_not_kept", tables);
+	}
 	trace__note(s->trace, "python_cut_frames", st.cut_frames);
 	trace__note(s->trace, "python_rootless_stacks", st.rootless_stacks);
 	trace__note(s->trace, "exits_assumed", st.exits_assumed);

@@ -574,6 +574,14 @@ bool cpython_all_read(struct cpython_process *p, const struct cpython_frame *fra
  */
 int cpython_find_task_codes(struct cpython_process *p, const struct cpython_mem *mem);
 
+/*
+ * Code objects and line-table bytes not kept, over every process, because a cache was
+ * full (see cpython/process.c): their frames unnamed, their lines the first one.
+ */
+void cpython_cache_losses(uint64_t *codes, uint64_t *linetables);
+/* Tests: a smaller cache for @p (and the processes that share it). */
+void cpython_process__cache_limits(struct cpython_process *p, size_t entries, uint64_t bytes);
+
 /* Reads the code objects of walked frames that the process's cache lacks. */
 void cpython_read_codes(struct cpython_process *p, const struct cpython_mem *mem,
 			const struct cpython_frame *frames, uint32_t n);

@@ -17,4 +17,9 @@ int cpython_read_u64(const struct cpython_mem *mem, uint64_t addr, uint64_t *v);
 uint64_t cpython_tstate_for(struct cpython_process *p, const struct cpython_mem *mem, uint32_t tid,
 			    uint64_t now_ns, int *err);
 
+/* The code cache (codes.c): new with one reference; another; one less (freed at none). */
+struct cpython_codes *cpython_codes__new(void);
+void cpython_codes__get(struct cpython_codes *c);
+void cpython_codes__put(struct cpython_codes *c);
+
 #endif

@@ -649,6 +649,50 @@ static void test_cpython__generator_root_39(void **state)
 }
 
 /*
+ * A cache has bounds (issue 31): past its entries a code object is neither read nor kept,
+ * past its line-table bytes it is kept without its table; both counted.
+ */
+static void test_cpython__cache_bounded_314(void **state)
+{
+	static struct image image;
+	struct cpython_mem mem = { .read = image_read, .ctx = &image };
+	struct cpython_frame frames[16];
+	struct cpython_process *p;
+	uint64_t codes0, tables0, codes, tables;
+	int n, i, kept = 0;
+
+	(void)state;
+	build_314(&image);
+	p = cpython_process__new_mem(1, RUNTIME, 14, &mem);
+	assert_non_null(p);
+	cpython_process__cache_limits(p, 2, 0);
+	cpython_cache_losses(&codes0, &tables0);
+	n = cpython_walk(p, &mem, TID, 1, frames, 16);
+	assert_int_equal(n, 3);
+	cpython_read_codes(p, &mem, frames, (uint32_t)n);
+	for (i = 0; i < n; i++) {
+		const struct cpython_code_entry *e =
+			cpython_code_lookup(p, frames[i].code, frames[i].fingerprint);
+
+		if (!e)
+			continue;
+		kept++;
+		assert_null(e->info.linetable); /* no bytes for tables */
+		assert_int_equal(cpython_line(p->layout.lines, e->info.linetable,
+					      e->info.linetable_len, e->info.firstlineno,
+					      frames[i].lasti),
+				 10);
+	}
+	assert_int_equal(kept, 2);
+	cpython_cache_losses(&codes, &tables);
+	assert_true(codes >= codes0 + 1);
+	assert_true(tables >= tables0 + 2);
+	/* Full, it reads no more and says the frames need nothing more read. */
+	assert_true(cpython_all_read(p, frames, (uint32_t)n));
+	cpython_process__put(p);
+}
+
+/*
  * 3.12+: a running generator's frame always has a previous one (its caller's, or the shim
  * of the C call that resumed it). Read with none, it was read as it yielded or resumed
  * (3.15 marks it running before it links it, and unmarks it after it unlinks): the walk
@@ -935,6 +979,7 @@ int main(void)
 		cmocka_unit_test(test_cpython__decode_debug_offsets),
 		cmocka_unit_test(test_cpython__synthetic_314),
 		cmocka_unit_test(test_cpython__generator_unlinked_314),
+		cmocka_unit_test(test_cpython__cache_bounded_314),
 		cmocka_unit_test(test_cpython__freed_code_unread),
 		cmocka_unit_test(test_cpython__dead_frame_39),
 		cmocka_unit_test(test_cpython__generator_root_39),
