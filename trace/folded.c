@@ -3,10 +3,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/hashmap.h"
+#include "json.h"
 
 struct folded_stack {
 	struct folded_stack *next_same_hash;
@@ -117,24 +119,41 @@ int folded__add(struct folded *folded, const struct trace_obs *obs)
 	return 0;
 }
 
-/* Writes @name with the characters that carry meaning in the format replaced. */
+/*
+ * Writes @name (a target's, untrusted) with the characters that carry meaning in the
+ * format replaced (';' by ':'), and what no reader of it should get raw (control
+ * characters, newlines, DEL, C1 controls, bytes that are not UTF-8: an SVG made from the
+ * file is XML, which forbids them; a terminal showing it obeys them) written "\xNN".
+ */
 static void put_name(struct out_file *out, const char *name)
 {
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)name;
 	char buf[256];
 	size_t n = 0;
 
-	for (; *name; name++) {
-		char c = *name;
+	while (*p) {
+		size_t len = *p >= 0x80 ? utf8_valid_length(p) : 1;
+		/* U+0080..U+009F, the C1 controls, are 0xc2 0x80..0x9f in UTF-8. */
+		bool c1 = len == 2 && p[0] == 0xc2 && p[1] < 0xa0;
 
-		if (c == ';')
-			c = ':';
-		else if (c == '\n' || c == '\r')
-			c = ' ';
-		buf[n++] = c;
-		if (n == sizeof(buf)) {
+		if (n > sizeof(buf) - 8) {
 			out_file__write(out, buf, n);
 			n = 0;
 		}
+		if (*p == ';') {
+			buf[n++] = ':';
+		} else if (*p < 0x20 || *p == 0x7f || !len || c1) {
+			buf[n++] = '\\';
+			buf[n++] = 'x';
+			buf[n++] = hex[*p >> 4];
+			buf[n++] = hex[*p & 0xf];
+			len = 1; /* a C1's second byte follows as its own escape */
+		} else {
+			memcpy(buf + n, p, len);
+			n += len;
+		}
+		p += len;
 	}
 	out_file__write(out, buf, n);
 }

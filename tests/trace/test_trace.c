@@ -340,6 +340,33 @@ static void test_trace__folded(void **state)
 	free(text);
 }
 
+/*
+ * A target's names reach a folded file with ';' made ':' and every control character,
+ * DEL, C1 control and byte that is not UTF-8 written \xNN (issue 30): the file is
+ * read by terminals and made into SVG, and XML forbids C0.
+ */
+static void test_trace__folded_hostile_names(void **state)
+{
+	struct fixture *f = *state;
+	struct trace *trace = open_trace(f, "evil.folded", TRACE_FORMAT_AUTO);
+	uint32_t evil = frame_table__intern(
+		f->frames, &(struct frame_info){ "e\x1b]0;t\x07\n\xff\xc2\x85\x7f\xc3\xa9",
+						 "/app/x.py", 1, FRAME_PYTHON });
+	struct trace_frame stack[] = { { f->main_fn, 3, 0, 0 }, { evil, 4, 8, 0 } };
+	char *text, cmd[600];
+	int status;
+
+	assert_int_equal(trace__name_process(trace, 100, "py\x1b[31m;x"), 0);
+	observe(trace, 100, 100, TRACE_ON_CPU, ORIGIN, 0, stack, 2);
+	assert_int_equal(trace__close(trace, NULL), 0);
+	snprintf(cmd, sizeof(cmd), "cat '%s'", f->path);
+	text = support_run(cmd, &status);
+	assert_int_equal(status, 0);
+	assert_string_equal(text, "py\\x1b[31m:x (100);? (100);<module>;"
+				  "e\\x1b]0:t\\x07\\x0a\\xff\\xc2\\x85\\x7f\xc3\xa9 1\n");
+	free(text);
+}
+
 static void test_trace__unwritable_destination(void **state)
 {
 	struct fixture *f = *state;
@@ -422,6 +449,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_trace__timestamps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace__depth_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace__folded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trace__folded_hostile_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace__unwritable_destination, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_trace__interrupted, setup, teardown),
