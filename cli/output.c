@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/target_file.h"
 #include "session.h"
 
 /* A file name from the command and the time that names no existing file. */
@@ -216,6 +217,7 @@ static void note_losses(struct session *s)
 		cpython_cache_losses(&codes, &tables);
 		trace__note(s->trace, "python_codes_not_kept", codes);
 		trace__note(s->trace, "python_linetables_not_kept", tables);
+		trace__note(s->trace, "target_files_refused", target_files_refused());
 	}
 	trace__note(s->trace, "python_cut_frames", st.cut_frames);
 	trace__note(s->trace, "python_rootless_stacks", st.rootless_stacks);

@@ -26,7 +26,14 @@ static int open_in_root(int root, const char *path)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-/* Keeps @fd when it is a regular file; else closes it. */
+static _Atomic unsigned long long refused;
+
+unsigned long long target_files_refused(void)
+{
+	return refused;
+}
+
+/* Keeps @fd when it is a regular file; else closes it, and counts it. */
 static int regular_only(int fd)
 {
 	struct stat st;
@@ -35,6 +42,7 @@ static int regular_only(int fd)
 		return fd;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);
+		refused++;
 		return -ENOEXEC;
 	}
 	return fd;

@@ -18,4 +18,7 @@
  */
 int target_file_open(pid_t pid, const char *path);
 
+/* How many opens found no regular file (a FIFO, a device, a folder), over the run. */
+unsigned long long target_files_refused(void);
+
 #endif

@@ -75,8 +75,12 @@ class FifoAtMappedPath(unittest.TestCase):
             # -d 1.5 and start-up; a blocking open was a hang of many minutes.
             self.assertLess(took, 30, "the tool took %.1f s on a FIFO at a mapped path "
                             "(the tool's fault)" % took)
-            names = {s.name for s in Trace(out).slices}
+            trace = Trace(out)
+            names = {s.name for s in trace.slices}
             self.assertIn("spin", names, "no Python frames: %s" % sorted(names)[:20])
+            # The refusal is counted, the process named by its command line.
+            self.assertGreaterEqual(trace.other["target_files_refused"], 1, trace.other)
+            self.assertIn(script, trace.process_names.get(pid, ""), trace.process_names)
         finally:
             if target:
                 target.kill()
