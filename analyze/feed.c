@@ -413,6 +413,8 @@ int analysis__close(struct analysis *a, const struct trace_summary_slice *sl, co
 	kind = classify(t, sl);
 	if (kind == AN_WAIT_IDLE && !t->first_idle_ns)
 		t->first_idle_ns = sl->start_ns;
+	if (kind == AN_WAIT_PREEMPTED && !t->first_idle_ns && !t->took_task)
+		t->startup_runnable_ns += ns;
 	if (kind != AN_WAIT_SERIAL && under(t, sl->depth, AN_FRAME_SERIAL))
 		t->serial_waits_ns += ns;
 	t->wait_ns[kind] += ns;

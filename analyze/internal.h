@@ -61,8 +61,9 @@ struct an_thread {
 	uint64_t import_ns;   /* in imports before its first task */
 	struct an_task *task; /* taken and not yet answered */
 	bool took_task;
-	uint64_t first_idle_ns; /* its first wait for work; 0: none */
-	const char **names;	/* open frames by depth */
+	uint64_t first_idle_ns;	      /* its first wait for work; 0: none */
+	uint64_t startup_runnable_ns; /* waiting for a CPU before then: the machine's time */
+	const char **names;	      /* open frames by depth */
 	uint8_t *flags;
 	uint32_t cap;
 };
