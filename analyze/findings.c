@@ -16,8 +16,6 @@
 #define TASK_OVERHEAD_MIN_TASKS 100
 /* ... and a median task run shorter than this many median hand-overs. */
 #define TASK_OVERHEAD_RATIO 4
-/* Runnable threads beyond the CPUs, on average, before it is ours, not the machine's. */
-#define OVERSUBSCRIBED_BY 0.5
 
 static const char *const kind_names[FINDING_KIND_COUNT] = {
 	[FINDING_IMBALANCE] = "imbalance",
@@ -376,48 +374,71 @@ static void sum_work_threads(const struct analysis *a, struct an_sums *s)
 	}
 }
 
+/*
+ * Runnable waits, split by whose they are: this run's threads wanted @demand CPUs on
+ * average (on a CPU or runnable); with the machine to itself they would have got
+ * min(demand, CPUs), so (demand - CPUs) x run of the waits are its own oversubscription,
+ * and the rest other programs' (the profiler among them): cpu-starved. Said as one
+ * finding, with a busy core beside an oversubscribed pool, it named the busy core's
+ * waits oversubscription (42 %) above the pool's task-overhead (36 %).
+ */
 static int cpu_demand(struct analysis *a, const struct an_sums *s, uint64_t run, uint64_t work)
 {
-	double demand = run ? (double)(s->cpu + s->wait[AN_WAIT_PREEMPTED]) / (double)run : 0;
-	bool ours = demand > a->cpus + OVERSUBSCRIBED_BY;
-	struct finding f = { .kind = ours ? FINDING_OVERSUBSCRIPTION : FINDING_CPU_STARVED };
-	char b1[32], b2[32];
+	uint64_t waited = s->wait[AN_WAIT_PREEMPTED];
+	double demand = run ? (double)(s->cpu + waited) / (double)run : 0;
+	double over = demand > a->cpus ? (demand - a->cpus) * (double)run : 0;
+	uint64_t own = over < (double)waited ? (uint64_t)over : waited;
+	char b1[32], b2[32], b3[32];
+	int err;
 
-	f.share = share_of(s->wait[AN_WAIT_PREEMPTED], work);
-	f.start_ns = a->kind_first[AN_WAIT_PREEMPTED];
-	f.end_ns = a->kind_last[AN_WAIT_PREEMPTED];
-	an_fmt_ns(b1, sizeof(b1), s->wait[AN_WAIT_PREEMPTED]);
-	if (ours) {
+	{
+		struct finding f = { .kind = FINDING_OVERSUBSCRIPTION };
+
+		f.share = share_of(own, work);
+		f.start_ns = a->kind_first[AN_WAIT_PREEMPTED];
+		f.end_ns = a->kind_last[AN_WAIT_PREEMPTED];
 		snprintf(f.title, sizeof(f.title),
 			 "more runnable threads than CPUs: %.1f wanted %u CPUs on average", demand,
 			 a->cpus);
+		snprintf(f.evidence, sizeof(f.evidence),
+			 "%s runnable, waiting for a CPU, of which %s for want of CPUs enough "
+			 "for this run's own threads",
+			 an_fmt_ns(b1, sizeof(b1), waited), an_fmt_ns(b2, sizeof(b2), own));
+		snprintf(f.where, sizeof(f.where), "the longest such wait: %s",
+			 a->longest[AN_WAIT_PREEMPTED].stack);
 		snprintf(f.hint, sizeof(f.hint),
 			 "as many CPU-bound workers as CPUs (os.process_cpu_count()); more do not "
 			 "finish sooner, each task just takes longer");
-	} else {
+		err = an_add_finding(a, &f);
+	}
+	if (!err) {
+		struct finding f = { .kind = FINDING_CPU_STARVED };
+
+		f.share = share_of(waited - own, work);
+		f.start_ns = a->kind_first[AN_WAIT_PREEMPTED];
+		f.end_ns = a->kind_last[AN_WAIT_PREEMPTED];
 		snprintf(f.title, sizeof(f.title),
-			 "other programs%s took the CPUs: threads waited to run while this run "
-			 "wanted %.1f of %u on average",
-			 a->tool_cpu_ns > s->wait[AN_WAIT_PREEMPTED] / 4
-				 ? " (the profiler among them)"
-				 : "",
-			 demand, a->cpus);
+			 "other programs%s took the CPUs: this run's threads waited %s to run",
+			 a->tool_cpu_ns > (waited - own) / 4 ? " (the profiler among them)" : "",
+			 an_fmt_ns(b1, sizeof(b1), waited - own));
+		if (a->tool_cpu_ns)
+			snprintf(
+				f.evidence, sizeof(f.evidence),
+				"it wanted %.1f of %u CPUs on average; the profiler itself used %s "
+				"of CPU time (%.0f%% of one over the run)",
+				demand, a->cpus, an_fmt_ns(b3, sizeof(b3), a->tool_cpu_ns),
+				100.0 * share_of(a->tool_cpu_ns, run));
+		else
+			snprintf(f.evidence, sizeof(f.evidence),
+				 "it wanted %.1f of %u CPUs on average", demand, a->cpus);
+		snprintf(f.where, sizeof(f.where), "the longest such wait: %s",
+			 a->longest[AN_WAIT_PREEMPTED].stack);
 		snprintf(f.hint, sizeof(f.hint),
 			 "the machine was busy with other work (the profiler counts: a lower -F "
 			 "costs less): measure on a quieter one, or give this one CPUs of its own");
+		err = an_add_finding(a, &f);
 	}
-	if (a->tool_cpu_ns)
-		snprintf(f.evidence, sizeof(f.evidence),
-			 "%s runnable, waiting for a CPU; %u CPUs; the profiler itself used %s "
-			 "of CPU time (%.0f%% of one over the run)",
-			 b1, a->cpus, an_fmt_ns(b2, sizeof(b2), a->tool_cpu_ns),
-			 100.0 * share_of(a->tool_cpu_ns, run));
-	else
-		snprintf(f.evidence, sizeof(f.evidence), "%s runnable, waiting for a CPU; %u CPUs",
-			 b1, a->cpus);
-	snprintf(f.where, sizeof(f.where), "the longest such wait: %s",
-		 a->longest[AN_WAIT_PREEMPTED].stack);
-	return an_add_finding(a, &f);
+	return err;
 }
 
 static int serialization(struct analysis *a, const struct an_sums *s, uint64_t run, uint64_t work)

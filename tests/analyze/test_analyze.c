@@ -315,6 +315,49 @@ static void test_analyze__serialization(void **state)
 	analysis__free(a);
 }
 
+/* @n threads computing 0.5 s and runnable 0.5 s of a 1 s run. */
+static void runnable_run(struct analysis *a, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		uint32_t tid = 20 + (uint32_t)i;
+
+		open_at(a, 20, tid, 0, "job");
+		leaf(a, 20, tid, 1, "preempted (runnable, waiting for a CPU)", 0, 500 * MS, true);
+		leaf(a, 20, tid, 1, "compute", 500 * MS, 1000 * MS, false);
+		close_at(a, 20, tid, 0, "job", 0, 1000 * MS, false);
+	}
+}
+
+/* Runnable waits split: this run's own want of CPUs, and the rest other programs'. */
+static void test_analyze__oversubscribed_or_starved(void **state)
+{
+	struct analysis *a = analysis__new();
+	const struct finding *f;
+
+	(void)state;
+	/* 4 threads wanting 4 CPUs of 2: every wait is their own. */
+	analysis__cpus(a, 2);
+	runnable_run(a, 4);
+	assert_int_equal(analysis__finish(a), 0);
+	f = find(a, FINDING_OVERSUBSCRIPTION, NULL);
+	assert_non_null(f);
+	assert_true(f->share > 0.45 && f->share < 0.55);
+	assert_null(find(a, FINDING_CPU_STARVED, NULL));
+	analysis__free(a);
+	/* 1 thread wanting 1 CPU of 2 and waiting: another program's doing. */
+	a = analysis__new();
+	analysis__cpus(a, 2);
+	runnable_run(a, 1);
+	assert_int_equal(analysis__finish(a), 0);
+	assert_null(find(a, FINDING_OVERSUBSCRIPTION, NULL));
+	f = find(a, FINDING_CPU_STARVED, NULL);
+	assert_non_null(f);
+	assert_true(f->share > 0.45 && f->share < 0.55);
+	analysis__free(a);
+}
+
 /* Target names reach the outputs escaped: for a terminal, and as JSON. */
 static void test_analyze__outputs_escape(void **state)
 {
@@ -353,6 +396,7 @@ int main(void)
 		cmocka_unit_test(test_analyze__gil_contention),
 		cmocka_unit_test(test_analyze__lock_and_idle),
 		cmocka_unit_test(test_analyze__serialization),
+		cmocka_unit_test(test_analyze__oversubscribed_or_starved),
 		cmocka_unit_test(test_analyze__outputs_escape),
 	};
 
