@@ -16,7 +16,8 @@
 /*
  * Frames under which a wait is a wait for work or for others, not a cause: a pool's
  * helper threads, a parent collecting results, a thread joining another. Qualified names
- * as CPython 3.11+ give them; 3.8-3.10's bare names end the same.
+ * as CPython 3.11+ give them, and the bare names 3.8-3.10 give where those are not as
+ * common as "get" or "wait".
  */
 static const char *const idle_frames[] = {
 	"Pool._handle_workers",
@@ -38,6 +39,9 @@ static const char *const idle_frames[] = {
 	"Barrier.wait",
 	"BaseProcess.join",
 	"_wait_for_tstate_lock",
+	"_handle_workers",
+	"_handle_tasks",
+	"_handle_results",
 };
 
 /* Pickling and pipe transfer of what a pool sends (the C pickler runs under these). */
@@ -56,36 +60,51 @@ static const char *const serial_frames[] = {
 	"SimpleQueue.get",
 	"Queue._feed",
 	"_SafeQueue._on_queue_feeder_error",
+	"dumps",
+	"send_bytes",
+	"recv_bytes",
+	"_send_bytes",
+	"_recv_bytes",
+	"_send",
+	"_recv",
+	"_feed",
 };
 
 static bool named(const char *name, const char *const *list, size_t n)
 {
-	size_t i, len = strlen(name);
+	size_t i;
 
 	for (i = 0; i < n; i++) {
-		const char *dot = strrchr(list[i], '.');
-		const char *bare = dot ? dot + 1 : list[i];
-
 		if (!strcmp(name, list[i]))
-			return true;
-		/* 3.8-3.10 name a method without its class: a dotted entry then ends it. */
-		if (dot && len == strlen(bare) && !strcmp(name, bare) && strcmp(bare, "get") &&
-		    strcmp(bare, "wait") && strcmp(bare, "join") && strcmp(bare, "put") &&
-		    strcmp(bare, "recv") && strcmp(bare, "send") && strcmp(bare, "run") &&
-		    strcmp(bare, "next") && strcmp(bare, "result"))
 			return true;
 	}
 	return false;
 }
 
-static uint8_t frame_flags(const char *name)
+/*
+ * A name's flags, looked up once per name: the report interns names, so a pointer is a
+ * name (a slice opens with each sample that changes the stack, a name is met thousands
+ * of times).
+ */
+static uint8_t frame_flags(struct analysis *a, const char *name)
 {
-	return (named(name, idle_frames, sizeof(idle_frames) / sizeof(*idle_frames)) ? AN_FRAME_IDLE
-										     : 0) |
-	       (named(name, serial_frames, sizeof(serial_frames) / sizeof(*serial_frames))
-			? AN_FRAME_SERIAL
-			: 0) |
-	       (!strcmp(name, "_find_and_load") ? AN_FRAME_IMPORT : 0);
+	uint64_t key = (uint64_t)(uintptr_t)name;
+	void *known = hashmap__get(a->name_flags, key);
+	uint8_t flags;
+
+	if (known)
+		return (uint8_t)((uintptr_t)known - 1);
+	flags = (named(name, idle_frames, sizeof(idle_frames) / sizeof(*idle_frames))
+			 ? AN_FRAME_IDLE
+			 : 0) |
+		(named(name, serial_frames, sizeof(serial_frames) / sizeof(*serial_frames))
+			 ? AN_FRAME_SERIAL
+			 : 0) |
+		(!strcmp(name, "_find_and_load") ? AN_FRAME_IMPORT : 0);
+	/* Stored as flags + 1: a map holds no NULL. Full or out of memory: asked again. */
+	if (hashmap__count(a->name_flags) < AN_MAX_NAMES)
+		(void)hashmap__set(a->name_flags, key, (void *)(uintptr_t)(flags + 1u));
+	return flags;
 }
 
 static void free_thread(void *value)
@@ -105,8 +124,9 @@ struct analysis *analysis__new(void)
 		return NULL;
 	a->threads = hashmap__new();
 	a->tasks = hashmap__new();
+	a->name_flags = hashmap__new();
 	a->first_ns = UINT64_MAX;
-	if (!a->threads || !a->tasks) {
+	if (!a->threads || !a->tasks || !a->name_flags) {
 		analysis__free(a);
 		errno = ENOMEM;
 		return NULL;
@@ -120,6 +140,7 @@ void analysis__free(struct analysis *a)
 		return;
 	hashmap__free_all(a->threads, free_thread);
 	hashmap__free_all(a->tasks, free);
+	hashmap__free(a->name_flags);
 	while (a->npools)
 		free(a->pools[--a->npools].tasks);
 	free(a->findings);
@@ -211,7 +232,7 @@ int analysis__open(struct analysis *a, uint32_t pid, uint32_t tid, uint32_t dept
 		t->cap = cap;
 	}
 	t->names[depth] = name;
-	t->flags[depth] = frame_flags(name) | (helper_loop(name, file) ? AN_FRAME_IDLE : 0);
+	t->flags[depth] = frame_flags(a, name) | (helper_loop(name, file) ? AN_FRAME_IDLE : 0);
 	if (!a->pool_loops && file &&
 	    ((!strcmp(name, "worker") && strstr(file, "multiprocessing/pool.py")) ||
 	     (!strcmp(name, "_process_worker") && strstr(file, "concurrent/futures/process.py"))))
@@ -364,12 +385,12 @@ static bool pool_frame(const char *name)
 	       !strcmp(name, "<listcomp>") || !strcmp(name, "partial");
 }
 
-/* The job's function: the shallowest of the task's own frames. */
+/* The job's function: the shallowest of the task's own frames (@flags: its AN_FRAME_*). */
 static void note_task_frame(struct an_task *k, const struct trace_summary_slice *sl,
-			    const char *name)
+			    const char *name, uint8_t flags)
 {
 	if (sl->depth >= k->fn_depth || sl->depth <= k->loop_depth ||
-	    sl->start_ns < k->received_ns || pool_frame(name) || frame_flags(name))
+	    sl->start_ns < k->received_ns || pool_frame(name) || flags)
 		return;
 	k->fn = name;
 	k->fn_depth = sl->depth;
@@ -399,10 +420,11 @@ int analysis__close(struct analysis *a, const struct trace_summary_slice *sl, co
 	if (sl->no_gil)
 		return 0;
 	if (!sl->off_cpu) {
-		if (t->task)
-			note_task_frame(t->task, sl, name);
-		uint8_t flags = frame_flags(name);
+		/* As its open set them: nothing opens at its depth before it closes. */
+		uint8_t flags = sl->depth < t->cap ? t->flags[sl->depth] : 0;
 
+		if (t->task)
+			note_task_frame(t->task, sl, name, flags);
 		if ((flags & AN_FRAME_SERIAL) && !under(t, sl->depth, AN_FRAME_SERIAL))
 			t->serial_gross_ns += ns;
 		if ((flags & AN_FRAME_IMPORT) && !t->took_task &&
@@ -439,9 +461,10 @@ uint64_t an_thread_cpu(const struct an_thread *t)
 /*
  * A work thread ran pool tasks, or ran or wanted to run (waiting for the GIL, a CPU, a
  * lock or I/O) a quarter of its life at least; its idle waits and sleeps aside. A pool's
- * parent that waits for its results is none: its start-up alone can be a tenth of it.
+ * parent waiting for its results is none (in shared_lock.py on sid's 3.14 the parent
+ * process was on a CPU 10 % of its life: more than a tenth would have counted it).
  */
-static bool work_thread(const struct an_thread *t)
+bool an_is_work_thread(const struct an_thread *t)
 {
 	uint64_t wall = t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0;
 	uint64_t busy = an_thread_cpu(t) + t->wait_ns[AN_WAIT_GIL] + t->wait_ns[AN_WAIT_PREEMPTED] +
@@ -451,25 +474,17 @@ static bool work_thread(const struct an_thread *t)
 	return wall && (busy >= wall / 4 || t->took_task);
 }
 
-uint64_t an_work_time(const struct analysis *a, uint32_t *nwork)
+uint64_t an_work_time(const struct analysis *a)
 {
 	size_t cursor = 0;
 	uint64_t key, sum = 0;
 	void *value;
 
-	*nwork = 0;
 	while (hashmap__next(a->threads, &cursor, &key, &value)) {
 		const struct an_thread *t = value;
 
-		if (work_thread(t)) {
+		if (an_is_work_thread(t))
 			sum += t->last_ns - t->first_ns;
-			++*nwork;
-		}
 	}
 	return sum;
-}
-
-bool an_is_work_thread(const struct an_thread *t)
-{
-	return work_thread(t);
 }

@@ -94,6 +94,7 @@ static int imbalance(struct analysis *a, const struct an_pool *p, uint64_t run)
 	const struct pool_view *v = &p->view;
 	const struct an_task *last = NULL;
 	uint64_t last_take = 0, end = 0, tail_idle = 0, longest_idle = 0;
+	uint64_t free_at[POOL_MAX_WORKERS] = { 0 };
 	uint32_t w, idle_workers = 0;
 	struct finding f = { .kind = FINDING_IMBALANCE };
 	char b1[32], b2[32], b3[32], b4[32];
@@ -104,6 +105,8 @@ static int imbalance(struct analysis *a, const struct an_pool *p, uint64_t run)
 
 		if (!k->received_ns || k->result_sent_ns < k->received_ns)
 			continue;
+		if (k->worker >= 0 && k->result_sent_ns > free_at[k->worker])
+			free_at[k->worker] = k->result_sent_ns;
 		last_take = k->received_ns > last_take ? k->received_ns : last_take;
 		if (k->result_sent_ns > end) {
 			end = k->result_sent_ns;
@@ -113,16 +116,9 @@ static int imbalance(struct analysis *a, const struct an_pool *p, uint64_t run)
 	if (!last || v->nworkers < 2)
 		return 0;
 	for (w = 0; w < v->nworkers; w++) {
-		uint64_t free_at = 0, idle;
+		uint64_t from = free_at[w] > last_take ? free_at[w] : last_take;
+		uint64_t idle = end > from ? end - from : 0;
 
-		for (i = 0; i < p->ntasks; i++) {
-			const struct an_task *k = p->tasks[i];
-
-			if (k->worker_pid == v->workers[w].pid && k->result_sent_ns > free_at)
-				free_at = k->result_sent_ns;
-		}
-		free_at = free_at > last_take ? free_at : last_take;
-		idle = end > free_at ? end - free_at : 0;
 		tail_idle += idle;
 		if (idle) {
 			idle_workers++;
@@ -149,15 +145,6 @@ static int imbalance(struct analysis *a, const struct an_pool *p, uint64_t run)
 	return an_add_finding(a, &f);
 }
 
-static int by_worker_then_taken(const void *x, const void *y)
-{
-	const struct an_task *a = *(struct an_task *const *)x, *b = *(struct an_task *const *)y;
-
-	if (a->worker_pid != b->worker_pid)
-		return a->worker_pid < b->worker_pid ? -1 : 1;
-	return a->received_ns < b->received_ns ? -1 : a->received_ns > b->received_ns;
-}
-
 /*
  * Many tasks, each costing a worker more than four times its own run (the pool's worker
  * time over its tasks): the cost is the workers' time between one task and the next.
@@ -165,14 +152,10 @@ static int by_worker_then_taken(const void *x, const void *y)
 static int task_overhead(struct analysis *a, const struct an_pool *p, uint64_t run)
 {
 	const struct pool_view *v = &p->view;
-	struct an_task **order;
-	uint64_t *gaps, sum = 0;
-	size_t i, n = 0;
+	uint64_t last_result[POOL_MAX_WORKERS] = { 0 }, sum = 0, per_task;
 	struct finding f = { .kind = FINDING_TASK_OVERHEAD };
 	char b1[32], b2[32], b3[32];
-	int err;
-
-	uint64_t per_task;
+	size_t i, n = 0;
 
 	if (v->done < TASK_OVERHEAD_MIN_TASKS || v->end_ns <= v->start_ns)
 		return 0;
@@ -180,52 +163,37 @@ static int task_overhead(struct analysis *a, const struct an_pool *p, uint64_t r
 			      (double)(v->end_ns - v->start_ns) / v->done);
 	if (TASK_OVERHEAD_RATIO * v->run.p50 >= per_task)
 		return 0;
-	order = malloc(p->ntasks * sizeof(*order));
-	gaps = malloc(p->ntasks * sizeof(*gaps));
-	if (!order || !gaps) {
-		free(order);
-		free(gaps);
-		return -ENOMEM;
-	}
-	memcpy(order, p->tasks, p->ntasks * sizeof(*order));
-	qsort(order, p->ntasks, sizeof(*order), by_worker_then_taken);
-	for (i = 1; i < p->ntasks; i++) {
-		const struct an_task *prev = order[i - 1], *k = order[i];
+	/* Tasks come in the order they were taken: a worker's gap is from its last result. */
+	for (i = 0; i < p->ntasks; i++) {
+		const struct an_task *k = p->tasks[i];
+		int32_t w = k->worker;
 
-		if (k->worker_pid != prev->worker_pid || !prev->result_sent_ns ||
-		    k->received_ns < prev->result_sent_ns)
+		if (w < 0)
 			continue;
-		gaps[n] = k->received_ns - prev->result_sent_ns;
-		sum += gaps[n++];
-	}
-	free(order);
-	if (n) {
-		qsort(gaps, n, sizeof(*gaps), an_by_u64);
-		{
-			f.share = share_of(sum, pool_capacity(v, run));
-			f.start_ns = v->start_ns;
-			f.end_ns = v->end_ns;
-			snprintf(f.title, sizeof(f.title),
-				 "%" PRIu32 " tasks of %s each (median) took %s each of a "
-				 "worker's time",
-				 v->done, an_fmt_ns(b1, sizeof(b1), v->run.p50),
-				 an_fmt_ns(b2, sizeof(b2), per_task));
-			snprintf(f.evidence, sizeof(f.evidence),
-				 "%s of workers' time between one task's result and the next "
-				 "task (median %s); median queue delay %s",
-				 an_fmt_ns(b3, sizeof(b3), sum),
-				 an_fmt_ns(b2, sizeof(b2), gaps[(n - 1) / 2]),
-				 an_fmt_ns(b1, sizeof(b1), v->queue.p50));
-			snprintf(f.where, sizeof(f.where), "the pool of process %" PRIu32, v->pid);
-			snprintf(f.hint, sizeof(f.hint),
-				 "send fewer, larger tasks: chunksize= in Pool.map/imap/"
-				 "executor.map, or a batch of items per task, so each runs "
-				 "10 ms or more");
+		if (last_result[w] && k->received_ns >= last_result[w]) {
+			sum += k->received_ns - last_result[w];
+			n++;
 		}
+		last_result[w] = k->result_sent_ns;
 	}
-	free(gaps);
-	err = an_add_finding(a, &f);
-	return err;
+	if (!n)
+		return 0;
+	f.share = share_of(sum, pool_capacity(v, run));
+	f.start_ns = v->start_ns;
+	f.end_ns = v->end_ns;
+	snprintf(f.title, sizeof(f.title),
+		 "%" PRIu32 " tasks of %s each (median) took %s each of a worker's time", v->done,
+		 an_fmt_ns(b1, sizeof(b1), v->run.p50), an_fmt_ns(b2, sizeof(b2), per_task));
+	snprintf(f.evidence, sizeof(f.evidence),
+		 "%s of workers' time between one task's result and the next task (%s each on "
+		 "average); median queue delay %s",
+		 an_fmt_ns(b3, sizeof(b3), sum), an_fmt_ns(b2, sizeof(b2), sum / n),
+		 an_fmt_ns(b1, sizeof(b1), v->queue.p50));
+	snprintf(f.where, sizeof(f.where), "the pool of process %" PRIu32, v->pid);
+	snprintf(f.hint, sizeof(f.hint),
+		 "send fewer, larger tasks: chunksize= in Pool.map/imap/executor.map, or a batch "
+		 "of items per task, so each runs 10 ms or more");
+	return an_add_finding(a, &f);
 }
 
 /* Workers' start before their first task: an interpreter and its imports, each time. */
@@ -382,41 +350,42 @@ static void sum_work_threads(const struct analysis *a, struct an_sums *s)
  * finding, with a busy core beside an oversubscribed pool, it named the busy core's
  * waits oversubscription (42 %) above the pool's task-overhead (36 %).
  */
+/* A finding of @ns of runnable waits: its share, times and where. */
+static struct finding runnable_finding(const struct analysis *a, enum finding_kind kind,
+				       uint64_t ns, uint64_t work)
+{
+	struct finding f = { .kind = kind, .share = share_of(ns, work) };
+
+	f.start_ns = a->kind_first[AN_WAIT_PREEMPTED];
+	f.end_ns = a->kind_last[AN_WAIT_PREEMPTED];
+	snprintf(f.where, sizeof(f.where), "the longest such wait: %s",
+		 a->longest[AN_WAIT_PREEMPTED].stack);
+	return f;
+}
+
 static int cpu_demand(struct analysis *a, const struct an_sums *s, uint64_t run, uint64_t work)
 {
 	uint64_t waited = s->wait[AN_WAIT_PREEMPTED];
 	double demand = run ? (double)(s->cpu + waited) / (double)run : 0;
 	double over = demand > a->cpus ? (demand - a->cpus) * (double)run : 0;
 	uint64_t own = over < (double)waited ? (uint64_t)over : waited;
+	struct finding f = runnable_finding(a, FINDING_OVERSUBSCRIPTION, own, work);
 	char b1[32], b2[32], b3[32];
 	int err;
 
-	{
-		struct finding f = { .kind = FINDING_OVERSUBSCRIPTION };
-
-		f.share = share_of(own, work);
-		f.start_ns = a->kind_first[AN_WAIT_PREEMPTED];
-		f.end_ns = a->kind_last[AN_WAIT_PREEMPTED];
-		snprintf(f.title, sizeof(f.title),
-			 "more runnable threads than CPUs: %.1f wanted %u CPUs on average", demand,
-			 a->cpus);
-		snprintf(f.evidence, sizeof(f.evidence),
-			 "%s runnable, waiting for a CPU, of which %s for want of CPUs enough "
-			 "for this run's own threads",
-			 an_fmt_ns(b1, sizeof(b1), waited), an_fmt_ns(b2, sizeof(b2), own));
-		snprintf(f.where, sizeof(f.where), "the longest such wait: %s",
-			 a->longest[AN_WAIT_PREEMPTED].stack);
-		snprintf(f.hint, sizeof(f.hint),
-			 "as many CPU-bound workers as CPUs (os.process_cpu_count()); more do not "
-			 "finish sooner, each task just takes longer");
-		err = an_add_finding(a, &f);
-	}
+	snprintf(f.title, sizeof(f.title),
+		 "more runnable threads than CPUs: %.1f wanted %u CPUs on average", demand,
+		 a->cpus);
+	snprintf(f.evidence, sizeof(f.evidence),
+		 "%s runnable, waiting for a CPU, of which %s for want of CPUs enough for this "
+		 "run's own threads",
+		 an_fmt_ns(b1, sizeof(b1), waited), an_fmt_ns(b2, sizeof(b2), own));
+	snprintf(f.hint, sizeof(f.hint),
+		 "as many CPU-bound workers as CPUs (os.process_cpu_count()); more do not finish "
+		 "sooner, each task just takes longer");
+	err = an_add_finding(a, &f);
 	if (!err) {
-		struct finding f = { .kind = FINDING_CPU_STARVED };
-
-		f.share = share_of(waited - own, work);
-		f.start_ns = a->kind_first[AN_WAIT_PREEMPTED];
-		f.end_ns = a->kind_last[AN_WAIT_PREEMPTED];
+		f = runnable_finding(a, FINDING_CPU_STARVED, waited - own, work);
 		snprintf(f.title, sizeof(f.title),
 			 "other programs%s took the CPUs: this run's threads waited %s to run",
 			 a->tool_cpu_ns > (waited - own) / 4 ? " (the profiler among them)" : "",
@@ -431,8 +400,6 @@ static int cpu_demand(struct analysis *a, const struct an_sums *s, uint64_t run,
 		else
 			snprintf(f.evidence, sizeof(f.evidence),
 				 "it wanted %.1f of %u CPUs on average", demand, a->cpus);
-		snprintf(f.where, sizeof(f.where), "the longest such wait: %s",
-			 a->longest[AN_WAIT_PREEMPTED].stack);
 		snprintf(f.hint, sizeof(f.hint),
 			 "the machine was busy with other work (the profiler counts: a lower -F "
 			 "costs less): measure on a quieter one, or give this one CPUs of its own");
@@ -517,8 +484,7 @@ static int by_share(const void *x, const void *y)
 int an_find_causes(struct analysis *a)
 {
 	uint64_t run = a->last_ns > a->first_ns ? a->last_ns - a->first_ns : 0;
-	uint32_t nwork;
-	uint64_t work = an_work_time(a, &nwork);
+	uint64_t work = an_work_time(a);
 	struct an_sums sums;
 	size_t i;
 	int err = 0;

@@ -21,6 +21,7 @@ enum an_wait {
 #define AN_MAX_DEPTH 4096
 #define AN_MAX_THREADS 65536
 #define AN_MAX_TASKS 1000000
+#define AN_MAX_NAMES 1000000
 #define AN_STACK_TEXT 256
 
 /* Flags of an open frame, by its name. */
@@ -32,6 +33,7 @@ struct an_task {
 	bool executor;
 	int64_t job, task;
 	uint32_t pool_pid, worker_pid;
+	int32_t worker; /* its worker's index in its pool's view; -1: none (pools.c) */
 	/* 0: not seen */
 	uint64_t sent_ns, received_ns, result_sent_ns, result_received_ns;
 	/* The job's function: the shallowest frame of the task that is not the pool's. */
@@ -80,8 +82,9 @@ struct an_pool {
 struct analysis {
 	unsigned cpus;
 	uint64_t tool_cpu_ns;
-	struct hashmap *threads; /* (pid << 32 | tid) -> struct an_thread */
-	struct hashmap *tasks;	 /* task_key() -> struct an_task */
+	struct hashmap *threads;    /* (pid << 32 | tid) -> struct an_thread */
+	struct hashmap *tasks;	    /* task_key() -> struct an_task */
+	struct hashmap *name_flags; /* a name's pointer -> its AN_FRAME_* flags + 1 */
 	uint64_t first_ns, last_ns;
 	uint64_t kind_first[AN_WAIT_COUNT], kind_last[AN_WAIT_COUNT];
 	struct an_longest longest[AN_WAIT_COUNT];
@@ -95,7 +98,7 @@ struct analysis {
 };
 
 /* The work threads' time: the denominator of every share (see analyze.h). */
-uint64_t an_work_time(const struct analysis *a, uint32_t *nwork);
+uint64_t an_work_time(const struct analysis *a);
 /* Whether @t is a work thread (see analyze.h). */
 bool an_is_work_thread(const struct an_thread *t);
 /* Thread @t's time on a CPU: the time its slices cover less its waits. */

@@ -86,21 +86,13 @@ static uint64_t process_span(const struct analysis *a, uint32_t pid, uint64_t *l
 }
 
 /*
- * From a worker's first slice to its first wait for a task, or to its first task; less
- * the time it waited for a CPU meanwhile, which is the machine's (cpu-starved says it),
- * not the start-up's: on a busy machine a forkserver's workers took 3 times as long.
+ * When a worker was ready: its first wait for a task, or its first task (@first_task)
+ * when it never waited for one.
  */
-static uint64_t startup(const struct analysis *a, uint32_t pid, uint64_t first_task)
+static uint64_t ready_at(const struct an_thread *main, uint64_t first_task)
 {
-	const struct an_thread *main = hashmap__get(a->threads, (uint64_t)pid << 32 | pid);
-	uint64_t last, born = process_span(a, pid, &last);
-	uint64_t ready = main && main->first_idle_ns && main->first_idle_ns < first_task
-				 ? main->first_idle_ns
-				 : first_task;
-	uint64_t took = born < ready ? ready - born : 0;
-	uint64_t runnable = main ? main->startup_runnable_ns : 0;
-
-	return took > runnable ? took - runnable : 0;
+	return main && main->first_idle_ns && main->first_idle_ns < first_task ? main->first_idle_ns
+									       : first_task;
 }
 
 static struct pool_worker *worker_of(struct pool_view *v, uint32_t pid)
@@ -125,6 +117,7 @@ static int fill_view(struct analysis *a, struct an_pool *p)
 	uint64_t *run = calloc(p->ntasks + 1, sizeof(*run));
 	uint64_t *queue = calloc(p->ntasks + 1, sizeof(*queue));
 	uint64_t *result = calloc(p->ntasks + 1, sizeof(*result));
+	uint64_t first_task[POOL_MAX_WORKERS];
 	size_t i, nrun = 0, nqueue = 0, nresult = 0;
 	uint32_t w;
 
@@ -142,6 +135,7 @@ static int fill_view(struct analysis *a, struct an_pool *p)
 		uint64_t last = k->result_received_ns ? k->result_received_ns : k->result_sent_ns;
 		struct pool_worker *wk = k->worker_pid ? worker_of(v, k->worker_pid) : NULL;
 
+		p->tasks[i]->worker = wk ? (int32_t)(wk - v->workers) : -1;
 		if (first && first < v->start_ns)
 			v->start_ns = first;
 		if (last > v->end_ns)
@@ -156,18 +150,23 @@ static int fill_view(struct analysis *a, struct an_pool *p)
 		run[nrun++] = k->result_sent_ns - k->received_ns;
 		if (wk) {
 			if (!wk->tasks)
-				wk->startup_ns = startup(a, wk->pid, k->received_ns);
+				first_task[wk - v->workers] = k->received_ns;
 			wk->tasks++;
 			wk->busy_ns += k->result_sent_ns - k->received_ns;
 		}
 	}
 	for (w = 0; w < v->nworkers; w++) {
 		struct pool_worker *wk = &v->workers[w];
+		const struct an_thread *main =
+			hashmap__get(a->threads, (uint64_t)wk->pid << 32 | wk->pid);
 		uint64_t last, born = process_span(a, wk->pid, &last);
-		uint64_t ready = born + wk->startup_ns;
+		uint64_t ready = wk->tasks ? ready_at(main, first_task[w]) : born;
 		uint64_t to = last < v->end_ns ? last : v->end_ns;
 		uint64_t from = born > v->start_ns ? born : v->start_ns;
+		/* Less its waits for a CPU: the machine's time (cpu-starved says it). */
+		uint64_t runnable = main ? main->startup_runnable_ns : 0;
 
+		wk->startup_ns = ready > born + runnable ? ready - born - runnable : 0;
 		wk->life_ns = last > born ? last - born : 0;
 		wk->idle_ns = to > ready && to - ready > wk->busy_ns ? to - ready - wk->busy_ns : 0;
 		if (to > from && v->end_ns > v->start_ns)

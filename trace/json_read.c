@@ -466,8 +466,8 @@ static int feed(struct reader *r)
 		}
 		if (!s || err)
 			break;
-		err = trace_summary__open_in(r->summary, s->pid, s->tid, (uint32_t)depth, s->name,
-					     s->file);
+		err = trace_summary__open(r->summary, s->pid, s->tid, (uint32_t)depth, s->name,
+					  s->file);
 		stack[depth++] = s;
 	}
 	free(stack);

@@ -169,13 +169,7 @@ int trace_summary__name(struct trace_summary *s, uint32_t pid, uint32_t tid, con
 }
 
 int trace_summary__open(struct trace_summary *s, uint32_t pid, uint32_t tid, uint32_t depth,
-			const char *name)
-{
-	return trace_summary__open_in(s, pid, tid, depth, name, NULL);
-}
-
-int trace_summary__open_in(struct trace_summary *s, uint32_t pid, uint32_t tid, uint32_t depth,
-			   const char *name, const char *file)
+			const char *name, const char *file)
 {
 	struct sum_thread *t = find_thread(s, pid, tid);
 	struct sum_name *n = intern(s, name);

@@ -109,8 +109,8 @@ static int on_open(void *ctx, const struct slice *s)
 	if (!err && trace->opts.summary) {
 		const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
 
-		err = trace_summary__open_in(trace->opts.summary, s->pid, s->tid, s->depth,
-					     f ? f->name : "[bad frame id]", f ? f->file : NULL);
+		err = trace_summary__open(trace->opts.summary, s->pid, s->tid, s->depth,
+					  f ? f->name : "[bad frame id]", f ? f->file : NULL);
 	}
 	return err;
 }

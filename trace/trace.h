@@ -168,11 +168,9 @@ struct trace_summary *trace_summary__new(void);
 void trace_summary__free(struct trace_summary *s);
 /* A process's (@tid 0) or thread's name; latest wins. 0 or -ENOMEM. */
 int trace_summary__name(struct trace_summary *s, uint32_t pid, uint32_t tid, const char *name);
+/* A slice opens: its function's @name and source @file (NULL: not known). 0 or -ENOMEM. */
 int trace_summary__open(struct trace_summary *s, uint32_t pid, uint32_t tid, uint32_t depth,
-			const char *name);
-/* The same, with the function's source file (NULL: not known), which the findings use. */
-int trace_summary__open_in(struct trace_summary *s, uint32_t pid, uint32_t tid, uint32_t depth,
-			   const char *name, const char *file);
+			const char *name, const char *file);
 int trace_summary__close(struct trace_summary *s, const struct trace_summary_slice *slice);
 /* The report, short enough for a terminal, findings first. 0 or -ENOMEM. */
 int trace_summary__print(const struct trace_summary *s, FILE *f);

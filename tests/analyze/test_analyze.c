@@ -284,8 +284,8 @@ static void test_analyze__lock_and_idle(void **state)
 }
 
 /*
- * Pickling: the outermost frame's time less the waits in it but pipe writes, whatever
- * order a frame and a wait closing at one instant come in (parents first, live).
+ * Pickling: the outermost frame's time less the waits in it but pipe writes, in the
+ * order a live feed gives a frame and a wait that close at one instant: parent first.
  */
 static void test_analyze__serialization(void **state)
 {

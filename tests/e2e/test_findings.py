@@ -93,6 +93,11 @@ class Findings(unittest.TestCase):
         for label, python in pythons():
             with self.subTest(python=label):
                 report = self.record(python, "balanced.py")
+                # Read whole: one pool, 4 equal jobs per CPU, all done (else "nothing
+                # big" would hold of an analysis that saw nothing).
+                jobs = 4 * os.cpu_count()
+                self.assertEqual([(p["tasks"], p["done"]) for p in report["pools"]],
+                                 [(jobs, jobs)], report["pools"])
                 big = [(f["kind"], round(f["share"], 2)) for f in report["findings"]
                        if f["share"] >= 0.25 and f["kind"] not in MACHINE]
                 self.assertEqual(big, [], "balanced.py on %s: a finding claims a quarter of "
