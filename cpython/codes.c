@@ -21,11 +21,12 @@
 #define MAX_CODES_PER_ADDRESS 64
 
 /*
- * What one cache keeps at most: entries are ~1.2 KiB (names, parameters), so 65,536 of
- * them ~80 MiB, and line tables (up to 256 KiB each) 64 MiB in all. A target that makes
- * millions of code objects (generated functions) or crafted tables can't make the
- * root-run tool take more: past them, a code is named no more (its frames unnamed),
- * past the bytes, its lines are its first line; both counted (cpython_cache_losses()).
+ * What one cache keeps at most: an entry is 1,216 bytes (sizeof, names and
+ * parameters), so 65,536 of them 76 MiB, and line tables (up to 256 KiB each) 64 MiB in
+ * all. A target that makes millions of code objects (generated functions) or crafted
+ * tables can't make the root-run tool take more: past them, a code is named no more
+ * (its frames unnamed), past the bytes, its lines are its first line; both counted
+ * (cpython_cache_losses()).
  */
 #define MAX_CODES 65536
 #define MAX_LINETABLE_BYTES (64ULL << 20)
