@@ -111,6 +111,7 @@ bench: pytrace-sample $(BUILD)/bench/cpu_bound $(BUILD)/bench/stamp
 	python3 bench/kernel_walk.py
 	python3 bench/startup.py
 	python3 bench/pool_flows.py
+	python3 bench/findings_gallery.py
 
 # The tool itself under ASan+UBSan, for a second end-to-end pass (tests/run.sh).
 ASAN_OBJS := $(LIB_SRCS:%.c=$(BUILD)/aobj/%.o) $(CLI_SRCS:%.c=$(BUILD)/aobj/%.o)
