@@ -32,10 +32,14 @@ static void usage(FILE *f)
 		"                        .json, .json.gz (gzip'd), .pftrace (Perfetto's protobuf, a third\n"
 		"                        of the JSON's size and read as it streams: for long runs;\n"
 		"                        ui.perfetto.dev only), .folded (collapsed stacks for flame\n"
-		"                        graphs). An existing FILE is refused (status 73) unless\n"
+		"                        graphs), .svg (a flame graph of the whole run: open it in a\n"
+		"                        browser, click to zoom, Ctrl-F to search), .pb.gz (pprof's\n"
+		"                        profile, for go tool pprof, Pyroscope, Parca). The last three\n"
+		"                        sum stacks over the run: no timeline, no arrows. An existing\n"
+		"                        FILE is refused (status 73) unless\n"
 		"                        --force; a folder always is. Checked before CMD is started.\n"
 		"      --force           replace an existing -o FILE\n"
-		"      --format FMT      json, json.gz, perfetto or folded, whatever the name\n"
+		"      --format FMT      json, json.gz, perfetto, folded, svg or pprof, whatever the name\n"
 		"      --flat            JSON: one process whose rows are every traced thread, named\n"
 		"                        \"THREAD (pid PID, tid TID) PROCESS\": denser than a group per\n"
 		"                        process, with the original pid and tid in each row's name\n"
@@ -156,6 +160,10 @@ static int parse_format(const char *arg, enum trace_format *format)
 		*format = TRACE_FORMAT_FOLDED;
 	else if (!strcmp(arg, "perfetto") || !strcmp(arg, "pftrace"))
 		*format = TRACE_FORMAT_PERFETTO;
+	else if (!strcmp(arg, "svg"))
+		*format = TRACE_FORMAT_SVG;
+	else if (!strcmp(arg, "pprof"))
+		*format = TRACE_FORMAT_PPROF;
 	else
 		return -EINVAL;
 	return 0;
@@ -256,7 +264,8 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		case OPT_FORMAT:
 			if (parse_format(optarg, &o->format))
 				return bad_usage(
-					"unknown format '%s' (json, json.gz, perfetto or folded)",
+					"unknown format '%s' (json, json.gz, perfetto, folded, svg "
+					"or pprof)",
 					optarg);
 			break;
 		case 'F': {

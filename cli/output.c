@@ -20,6 +20,8 @@ void session__default_output(const struct cli_opts *o, char *buf, size_t size)
 	const char *ext = o->format == TRACE_FORMAT_JSON_GZ    ? ".json.gz"
 			  : o->format == TRACE_FORMAT_FOLDED   ? ".folded"
 			  : o->format == TRACE_FORMAT_PERFETTO ? ".pftrace"
+			  : o->format == TRACE_FORMAT_SVG      ? ".svg"
+			  : o->format == TRACE_FORMAT_PPROF    ? ".pb.gz"
 							       : ".json";
 	char base[128], stamp[32];
 	time_t now = time(NULL);
@@ -102,14 +104,15 @@ static void print_summary(struct session *s, int close_err, bool written,
 			format_of(s) == TRACE_FORMAT_PERFETTO ? "statistics" : "otherData");
 	if (!close_err && s->opts->quiet)
 		return;
-	if (s->summary && format_of(s) != TRACE_FORMAT_FOLDED)
+	if (s->summary)
 		trace_summary__print(s->summary, stderr);
 	fprintf(stderr,
-		"pytrace-sample: wrote %s: %" PRIu64
-		" slices from %u processes, %u threads; %" PRIu64 " samples, %" PRIu64
-		" off-CPU spans; %" PRIu64 " lost\n",
-		s->output, ts->slices, st.processes_seen, st.threads_seen, st.samples,
-		st.off_cpu_spans, st.lost_records + st.lost_samples);
+		"pytrace-sample: wrote %s: %" PRIu64 " %s from %u processes, %u threads; %" PRIu64
+		" samples, %" PRIu64 " off-CPU spans; %" PRIu64 " lost\n",
+		s->output, trace_format__aggregated(format_of(s)) ? ts->stacks : ts->slices,
+		trace_format__aggregated(format_of(s)) ? "distinct stacks" : "slices",
+		st.processes_seen, st.threads_seen, st.samples, st.off_cpu_spans,
+		st.lost_records + st.lost_samples);
 	if (st.lost_records + st.lost_samples)
 		fprintf(stderr,
 			"pytrace-sample: the kernel dropped records: lower -F or --stack-size\n");
@@ -164,6 +167,11 @@ static void print_summary(struct session *s, int close_err, bool written,
 			format_of(s) == TRACE_FORMAT_PERFETTO ? "statistics" : "otherData");
 	if (format_of(s) == TRACE_FORMAT_PERFETTO)
 		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file)\n");
+	else if (format_of(s) == TRACE_FORMAT_SVG)
+		fprintf(stderr,
+			"  open it in a browser: click a frame to zoom, Ctrl-F to search\n");
+	else if (format_of(s) == TRACE_FORMAT_PPROF)
+		fprintf(stderr, "  read it with: go tool pprof -top %s\n", s->output);
 	else if (format_of(s) != TRACE_FORMAT_FOLDED)
 		fprintf(stderr, "  open it at https://ui.perfetto.dev (Open trace file) or in "
 				"Chrome DevTools > Performance > Load profile\n");

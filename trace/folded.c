@@ -10,16 +10,9 @@
 #include "../common/hashmap.h"
 #include "json.h"
 
-struct folded_stack {
-	struct folded_stack *next_same_hash;
-	uint32_t pid, tid;
-	uint64_t weight;
-	uint32_t nframes;
-	uint32_t funcs[];
-};
-
 struct folded {
 	uint64_t period_ns;
+	uint64_t count;
 	struct hashmap *by_hash; /* hash -> first struct folded_stack */
 };
 
@@ -116,7 +109,33 @@ int folded__add(struct folded *folded, const struct trace_obs *obs)
 		free(s);
 		return -ENOMEM;
 	}
+	folded->count++;
 	return 0;
+}
+
+uint64_t folded__period_ns(const struct folded *folded)
+{
+	return folded->period_ns;
+}
+
+uint64_t folded__count(const struct folded *folded)
+{
+	return folded->count;
+}
+
+bool folded__next(const struct folded *folded, size_t *cursor, const struct folded_stack **stack)
+{
+	uint64_t key;
+	void *value;
+
+	if (*stack && (*stack)->next_same_hash) {
+		*stack = (*stack)->next_same_hash;
+		return true;
+	}
+	if (!hashmap__next(folded->by_hash, cursor, &key, &value))
+		return false;
+	*stack = value;
+	return true;
 }
 
 /*
@@ -169,27 +188,22 @@ static void put_owner(struct out_file *out, const struct names *names, uint32_t 
 void folded__write(const struct folded *folded, struct out_file *out,
 		   const struct frame_table *frames, const struct names *names)
 {
+	const struct folded_stack *s = NULL;
 	size_t cursor = 0;
-	uint64_t key;
-	void *value;
 
-	while (hashmap__next(folded->by_hash, &cursor, &key, &value)) {
-		const struct folded_stack *s;
+	while (folded__next(folded, &cursor, &s)) {
+		uint32_t i;
 
-		for (s = value; s; s = s->next_same_hash) {
-			uint32_t i;
+		put_owner(out, names, s->pid, 0);
+		out_file__puts(out, ";");
+		put_owner(out, names, s->pid, s->tid);
+		for (i = 0; i < s->nframes; i++) {
+			const struct frame_info *f = frame_table__get(frames, s->funcs[i]);
 
-			put_owner(out, names, s->pid, 0);
 			out_file__puts(out, ";");
-			put_owner(out, names, s->pid, s->tid);
-			for (i = 0; i < s->nframes; i++) {
-				const struct frame_info *f = frame_table__get(frames, s->funcs[i]);
-
-				out_file__puts(out, ";");
-				put_name(out, f ? f->name : "[bad frame id]");
-			}
-			out_file__printf(out, " %" PRIu64 "\n", s->weight);
-			out_file__mark(out);
+			put_name(out, f ? f->name : "[bad frame id]");
 		}
+		out_file__printf(out, " %" PRIu64 "\n", s->weight);
+		out_file__mark(out);
 	}
 }

@@ -14,6 +14,12 @@
 
 #ifndef PYTRACE_VERSION
 #define PYTRACE_VERSION "unknown"
+/* svg.c: an interactive flame graph of trace->folded, every process's stacks merged. */
+int svg__write(struct trace *trace);
+
+/* pprof.c: trace->folded as pprof's profile.proto (trace->out gzips it). */
+int pprof__write(struct trace *trace);
+
 #endif
 
 struct trace_note {
@@ -71,5 +77,11 @@ int pftrace__flow(struct trace *trace, uint64_t id, const struct flow_point *p, 
 int pftrace__flush(struct trace *trace);
 /* The statistics and notes, as the arguments of a last instant event. */
 void pftrace__footer(struct trace *trace, const struct trace_stats *stats);
+
+/* svg.c: an interactive flame graph of trace->folded, every process's stacks merged. */
+int svg__write(struct trace *trace);
+
+/* pprof.c: trace->folded as pprof's profile.proto (trace->out gzips it). */
+int pprof__write(struct trace *trace);
 
 #endif

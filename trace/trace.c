@@ -32,13 +32,23 @@ uint64_t trace_to_us(const struct trace *trace, uint64_t t_ns)
 
 enum trace_format trace_format__from_path(const char *path)
 {
+	if (ends_with(path, ".pb.gz") || ends_with(path, ".pprof"))
+		return TRACE_FORMAT_PPROF;
 	if (ends_with(path, ".gz"))
 		return TRACE_FORMAT_JSON_GZ;
+	if (ends_with(path, ".svg"))
+		return TRACE_FORMAT_SVG;
 	if (ends_with(path, ".folded") || ends_with(path, ".collapsed"))
 		return TRACE_FORMAT_FOLDED;
 	if (ends_with(path, ".pftrace") || ends_with(path, ".perfetto-trace"))
 		return TRACE_FORMAT_PERFETTO;
 	return TRACE_FORMAT_JSON;
+}
+
+bool trace_format__aggregated(enum trace_format format)
+{
+	return format == TRACE_FORMAT_FOLDED || format == TRACE_FORMAT_SVG ||
+	       format == TRACE_FORMAT_PPROF;
 }
 
 /* The summary hears of a slice on the microsecond grid, as the writers write it. */
@@ -85,7 +95,10 @@ static int summarize(struct trace *trace, const struct slice *s)
 static int on_slice(void *ctx, const struct slice *s)
 {
 	struct trace *trace = ctx;
-	int err = trace->pftrace ? pftrace__slice(trace, s) : json_writer__slice(trace, s);
+	/* The aggregated formats write no slices: theirs feed the summary alone. */
+	int err = trace->folded	   ? 0
+		  : trace->pftrace ? pftrace__slice(trace, s)
+				   : json_writer__slice(trace, s);
 
 	/* Only while a message's marker is still to come: not a look at every slice. */
 	if (trace->flows && flows__unbound(trace->flows)) {
@@ -152,11 +165,13 @@ struct trace *trace__open(const struct trace_opts *opts)
 	trace->names = names__new();
 	if (!trace->names)
 		goto out_destroy;
-	if (trace->format == TRACE_FORMAT_FOLDED) {
+	if (trace_format__aggregated(trace->format)) {
 		trace->folded = folded__new(opts->period_ns);
 		if (!trace->folded)
 			goto out_destroy;
-	} else {
+	}
+	/* A timeline's slices, or the summary's alone beside an aggregated format. */
+	if (!trace->folded || opts->summary) {
 		struct slice_sink sink = { .slice = on_slice, .ctx = trace };
 
 		if (trace->format == TRACE_FORMAT_PERFETTO) {
@@ -166,14 +181,17 @@ struct trace *trace__open(const struct trace_opts *opts)
 		}
 		if (trace->pftrace || opts->summary)
 			sink.open = on_open;
-		trace->flows = flows__new();
-		if (!trace->flows)
-			goto out_destroy;
+		if (!trace->folded) {
+			trace->flows = flows__new();
+			if (!trace->flows)
+				goto out_destroy;
+		}
 		trace->coalescer = coalescer__new(&copts, sink);
 		if (!trace->coalescer)
 			goto out_destroy;
 	}
-	trace->out = out_file__open(opts->path, trace->format == TRACE_FORMAT_JSON_GZ);
+	trace->out = out_file__open(opts->path, trace->format == TRACE_FORMAT_JSON_GZ ||
+							trace->format == TRACE_FORMAT_PPROF);
 	if (!trace->out) {
 		err = -errno;
 		goto out_destroy;
@@ -195,12 +213,19 @@ int trace__observe(struct trace *trace, const struct trace_obs *obs)
 	if (obs->nframes && !obs->frames)
 		return -EINVAL;
 	if (trace->folded) {
-		if (obs->kind == TRACE_MESSAGE)
-			return 0; /* one line per distinct stack sampled or waited in */
-		trace->stats.observations++;
-		if (names__seen(trace->names, obs->pid, obs->tid, obs->t_start_ns))
-			return -ENOMEM;
-		return folded__add(trace->folded, obs);
+		/* One line per distinct stack sampled or waited in; messages are not stacks. */
+		if (obs->kind != TRACE_MESSAGE) {
+			int err;
+
+			if (!trace->coalescer)
+				trace->stats.observations++;
+			if (names__seen(trace->names, obs->pid, obs->tid, obs->t_start_ns))
+				return -ENOMEM;
+			err = folded__add(trace->folded, obs);
+			if (err)
+				return err;
+		}
+		return trace->coalescer ? coalescer__observe(trace->coalescer, obs) : 0;
 	}
 	if (trace->pftrace) {
 		int err = pftrace__observe(trace, obs);
@@ -352,7 +377,14 @@ int trace__close(struct trace *trace, struct trace_stats *stats)
 	r = recover_output(trace);
 	err = err ? err : r;
 	if (trace->folded) {
-		folded__write(trace->folded, trace->out, trace->opts.frames, trace->names);
+		trace->stats.stacks = folded__count(trace->folded);
+		r = trace->format == TRACE_FORMAT_SVG ? svg__write(trace)
+		    : trace->format == TRACE_FORMAT_PPROF
+			    ? pprof__write(trace)
+			    : (folded__write(trace->folded, trace->out, trace->opts.frames,
+					     trace->names),
+			       0);
+		err = err ? err : r;
 	} else {
 		r = trace->pftrace ? pftrace__flush(trace) : json_writer__metadata(trace);
 		err = err ? err : r;

@@ -17,11 +17,14 @@
 #include "../common/frames.h"
 
 enum trace_format {
-	TRACE_FORMAT_AUTO, /* from the output name: .json.gz, .gz, .folded, .pftrace, else JSON */
+	TRACE_FORMAT_AUTO, /* from the output name: .json.gz, .gz, .folded, .pftrace, .svg,
+			    * .pb.gz, else JSON */
 	TRACE_FORMAT_JSON,
 	TRACE_FORMAT_JSON_GZ,
 	TRACE_FORMAT_FOLDED,
 	TRACE_FORMAT_PERFETTO, /* Perfetto's TrackEvent protobuf (.pftrace) */
+	TRACE_FORMAT_SVG,      /* an interactive flame graph of the whole run */
+	TRACE_FORMAT_PPROF,    /* pprof's profile.proto, gzip'd (.pb.gz) */
 };
 
 #define TRACE_DEFAULT_MAX_DEPTH 512
@@ -86,6 +89,7 @@ struct trace_event {
 struct trace_stats {
 	uint64_t observations;
 	uint64_t slices;	       /* written */
+	uint64_t stacks;	       /* distinct stacks written (the aggregated formats) */
 	uint64_t slices_too_deep;      /* cut by max_depth */
 	uint64_t slices_empty;	       /* under a microsecond, not written */
 	uint64_t reordered;	       /* observations older than their thread's last, clamped */
@@ -98,8 +102,14 @@ struct trace_stats {
 
 struct trace;
 
-/* The format @path's ending names: .gz, .folded/.collapsed, .pftrace/.perfetto-trace, else JSON. */
+/*
+ * The format @path's ending names: .pb.gz/.pprof, .gz, .folded/.collapsed, .svg,
+ * .pftrace/.perfetto-trace, else JSON.
+ */
 enum trace_format trace_format__from_path(const char *path);
+
+/* Whether @format holds stacks summed over the run (folded, SVG, pprof), not a timeline. */
+bool trace_format__aggregated(enum trace_format format);
 
 /*
  * Creates the temporary output next to opts->path and writes the header, so an
