@@ -14,12 +14,6 @@
 
 #ifndef PYTRACE_VERSION
 #define PYTRACE_VERSION "unknown"
-/* svg.c: an interactive flame graph of trace->folded, every process's stacks merged. */
-int svg__write(struct trace *trace);
-
-/* pprof.c: trace->folded as pprof's profile.proto (trace->out gzips it). */
-int pprof__write(struct trace *trace);
-
 #endif
 
 struct trace_note {
@@ -28,6 +22,7 @@ struct trace_note {
 };
 
 struct pftrace;
+struct hold;
 
 struct trace {
 	struct trace_opts opts;
@@ -38,6 +33,7 @@ struct trace {
 	struct pftrace *pftrace;     /* Perfetto's state: tracks, interned strings */
 	struct names *names;
 	struct flows *flows; /* pool messages, joined into flows at the end (not .folded) */
+	struct hold *hold;   /* processes held back, or NULL */
 	struct trace_note *notes;
 	size_t nnotes;
 	struct trace_stats stats;
@@ -77,6 +73,20 @@ int pftrace__flow(struct trace *trace, uint64_t id, const struct flow_point *p, 
 int pftrace__flush(struct trace *trace);
 /* The statistics and notes, as the arguments of a last instant event. */
 void pftrace__footer(struct trace *trace, const struct trace_stats *stats);
+
+/*
+ * hold.c: processes held back until shown or folded (trace__hold()). The hooks return
+ * 1 when the process is not held (go on with the item), 0 when the item was kept.
+ */
+int hold__start(struct trace *trace, uint32_t pid);
+bool hold__holds(const struct trace *trace, uint32_t pid);
+int hold__release(struct trace *trace, uint32_t pid);
+int hold__release_all(struct trace *trace);
+void hold__forget(struct trace *trace, uint32_t pid, bool keep_holding);
+void hold__free(struct hold *hold);
+int hold__observe(struct trace *trace, const struct trace_obs *obs);
+int hold__event(struct trace *trace, const struct trace_event *ev);
+int hold__end_thread(struct trace *trace, uint32_t pid, uint32_t tid, uint64_t t_ns);
 
 /* svg.c: an interactive flame graph of trace->folded, every process's stacks merged. */
 int svg__write(struct trace *trace);

@@ -263,8 +263,19 @@ int json_writer__metadata(struct trace *trace)
 		snprintf(fallback, sizeof(fallback), "%s %" PRIu32, what, e->tid ? e->tid : e->pid);
 		snprintf(name, sizeof(name), "%s_name", what);
 		snprintf(sort, sizeof(sort), "%s_sort_index", what);
-		write_meta(trace, e->pid, e->tid ? e->tid : e->pid, name, "name",
-			   e->name ? e->name : fallback, 0);
+		if (!e->tid && e->cmdline && begin_event(trace, "M", e->pid, e->pid)) {
+			/* The name, and the whole command line it was made from. */
+			out_file__puts(trace->out,
+				       ",\"ts\":0,\"name\":\"process_name\",\"args\":{\"name\":");
+			json_put_string(trace->out, e->name ? e->name : fallback);
+			out_file__puts(trace->out, ",\"cmdline\":");
+			json_put_string(trace->out, e->cmdline);
+			out_file__puts(trace->out, "}");
+			end_event(trace);
+		} else {
+			write_meta(trace, e->pid, e->tid ? e->tid : e->pid, name, "name",
+				   e->name ? e->name : fallback, 0);
+		}
 		write_meta(trace, e->pid, e->tid ? e->tid : e->pid, sort, "sort_index", NULL,
 			   rank[e->tid != 0]++);
 	}

@@ -36,6 +36,7 @@ static void free_entry_value(void *value)
 	struct name_entry *e = value;
 
 	free(e->name);
+	free(e->cmdline);
 	free(e);
 }
 
@@ -79,6 +80,25 @@ int names__set(struct names *names, uint32_t pid, uint32_t tid, const char *name
 	free(e->name);
 	e->name = copy;
 	return 0;
+}
+
+int names__set_cmdline(struct names *names, uint32_t pid, const char *cmdline)
+{
+	struct name_entry *e = find_or_add(names, pid, 0);
+	char *copy;
+
+	if (!e || !(copy = strdup(cmdline)))
+		return -ENOMEM;
+	free(e->cmdline);
+	e->cmdline = copy;
+	return 0;
+}
+
+const char *names__cmdline(const struct names *names, uint32_t pid)
+{
+	const struct name_entry *e = hashmap__get(names->entries, key_of(pid, 0));
+
+	return e ? e->cmdline : NULL;
 }
 
 int names__seen(struct names *names, uint32_t pid, uint32_t tid, uint64_t t_ns)

@@ -8,6 +8,7 @@
 struct name_entry {
 	uint32_t pid, tid; /* tid 0 for a process */
 	char *name;	   /* NULL until named */
+	char *cmdline;	   /* a process's whole command line, or NULL */
 	uint64_t first_ns; /* UINT64_MAX until seen */
 };
 
@@ -18,6 +19,12 @@ void names__free(struct names *names);
 
 /* Replace the name of a process (@tid 0) or thread. 0 or -ENOMEM. */
 int names__set(struct names *names, uint32_t pid, uint32_t tid, const char *name);
+
+/* A process's whole command line, kept beside its (shorter) name. 0 or -ENOMEM. */
+int names__set_cmdline(struct names *names, uint32_t pid, const char *cmdline);
+
+/* The command line set, or NULL. */
+const char *names__cmdline(const struct names *names, uint32_t pid);
 
 /* Notes that the thread and its process have content at @t_ns (keeps the earliest). */
 int names__seen(struct names *names, uint32_t pid, uint32_t tid, uint64_t t_ns);

@@ -202,6 +202,7 @@ struct pf_track *pf_find_track(struct pftrace *pf, uint32_t pid, uint32_t tid)
 static int describe(struct trace *trace, struct pf_track *t)
 {
 	const char *name = names__get(trace->names, t->pid, t->tid);
+	const char *cmdline = t->tid ? NULL : names__cmdline(trace->names, t->pid);
 	struct pb_buf *p;
 	size_t m, d;
 
@@ -225,6 +226,8 @@ static int describe(struct trace *trace, struct pf_track *t)
 		pb_int(p, PD_PID, t->pid);
 		if (name)
 			pb_string(p, PD_PROCESS_NAME, name);
+		if (cmdline)
+			pb_string(p, PD_CMDLINE, cmdline);
 	}
 	pb_end(p, d);
 	pb_end(p, m);

@@ -45,6 +45,7 @@ enum {
 	TD_PARENT_UUID = 5,
 	TD_COUNTER = 8,
 	PD_PID = 1,
+	PD_CMDLINE = 2,
 	PD_PROCESS_NAME = 6,
 	THD_PID = 1,
 	THD_TID = 2,

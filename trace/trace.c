@@ -136,6 +136,7 @@ static void trace__destroy(struct trace *trace)
 	flows__free(trace->flows);
 	folded__free(trace->folded);
 	pftrace__free(trace->pftrace);
+	hold__free(trace->hold);
 	names__free(trace->names);
 	for (i = 0; i < trace->nnotes; i++)
 		free(trace->notes[i].key);
@@ -169,6 +170,9 @@ struct trace *trace__open(const struct trace_opts *opts)
 		trace->folded = folded__new(opts->period_ns);
 		if (!trace->folded)
 			goto out_destroy;
+		/* pprof labels a sample with its pool task and has a place for lines. */
+		if (trace->format == TRACE_FORMAT_PPROF)
+			folded__split_detail(trace->folded);
 	}
 	/* A timeline's slices, or the summary's alone beside an aggregated format. */
 	if (!trace->folded || opts->summary) {
@@ -208,23 +212,57 @@ out_destroy:
 	return NULL;
 }
 
+int trace__hold(struct trace *trace, uint32_t pid)
+{
+	return hold__start(trace, pid);
+}
+
+bool trace__holds(const struct trace *trace, uint32_t pid)
+{
+	return hold__holds(trace, pid);
+}
+
+int trace__show(struct trace *trace, uint32_t pid)
+{
+	return hold__release(trace, pid);
+}
+
+void trace__fold(struct trace *trace, uint32_t pid, bool keep_holding)
+{
+	hold__forget(trace, pid, keep_holding);
+}
+
+int trace__show_all(struct trace *trace)
+{
+	return hold__release_all(trace);
+}
+
 int trace__observe(struct trace *trace, const struct trace_obs *obs)
 {
+	int held;
+
 	if (obs->nframes && !obs->frames)
 		return -EINVAL;
+	if (trace->hold && (held = hold__observe(trace, obs)) <= 0)
+		return held;
 	if (trace->folded) {
-		/* One line per distinct stack sampled or waited in; messages are not stacks. */
-		if (obs->kind != TRACE_MESSAGE) {
-			int err;
+		int err;
 
+		/*
+		 * One line per distinct stack sampled or waited in; messages are not stacks,
+		 * but start and end the pool tasks pprof's samples are labelled with.
+		 */
+		if (obs->kind != TRACE_MESSAGE) {
 			if (!trace->coalescer)
 				trace->stats.observations++;
 			if (names__seen(trace->names, obs->pid, obs->tid, obs->t_start_ns))
 				return -ENOMEM;
 			err = folded__add(trace->folded, obs);
-			if (err)
-				return err;
+		} else {
+			err = folded__message(trace->folded, obs);
 		}
+		if (err)
+			return err;
 		return trace->coalescer ? coalescer__observe(trace->coalescer, obs) : 0;
 	}
 	if (trace->pftrace) {
@@ -270,8 +308,12 @@ int trace__chown(struct trace *trace, uid_t uid, gid_t gid)
 
 int trace__event(struct trace *trace, const struct trace_event *ev)
 {
+	int held;
+
 	if (ev->kind > TRACE_EVENT_NOTE)
 		return -EINVAL;
+	if (trace->hold && (held = hold__event(trace, ev)) <= 0)
+		return held;
 	if (trace->folded)
 		return 0;
 	if (names__seen(trace->names, ev->pid, ev->tid, ev->t_ns))
@@ -279,6 +321,11 @@ int trace__event(struct trace *trace, const struct trace_event *ev)
 	if (trace->pftrace)
 		return pftrace__event(trace, ev);
 	return json_writer__event(trace, ev);
+}
+
+int trace__process_cmdline(struct trace *trace, uint32_t pid, const char *cmdline)
+{
+	return names__set_cmdline(trace->names, pid, cmdline);
 }
 
 int trace__name_process(struct trace *trace, uint32_t pid, const char *name)
@@ -306,6 +353,10 @@ int trace__end_thread(struct trace *trace, uint32_t pid, uint32_t tid, uint64_t 
 {
 	int err;
 
+	if (trace->hold && (err = hold__end_thread(trace, pid, tid, t_ns)) <= 0)
+		return err;
+	if (trace->folded)
+		folded__end_thread(trace->folded, pid, tid);
 	if (!trace->coalescer)
 		return 0;
 	err = coalescer__end_thread(trace->coalescer, pid, tid, t_ns);

@@ -118,9 +118,25 @@ bool trace_format__aggregated(enum trace_format format);
 struct trace *trace__open(const struct trace_opts *opts);
 
 int trace__observe(struct trace *trace, const struct trace_obs *obs);
+
+/*
+ * Holding a process back: from trace__hold() on, what comes for @pid (observations,
+ * events, thread ends) is kept in order, not written, until trace__show() writes it
+ * and lets the rest through, or trace__fold() drops it (@keep_holding: and goes on
+ * holding what comes next). Bounded (1 MiB a process, 32 MiB in all): past that the
+ * process is shown. Names are not held. 0 or -ENOMEM.
+ */
+int trace__hold(struct trace *trace, uint32_t pid);
+bool trace__holds(const struct trace *trace, uint32_t pid);
+int trace__show(struct trace *trace, uint32_t pid);
+void trace__fold(struct trace *trace, uint32_t pid, bool keep_holding);
+/* Shows every process still held. */
+int trace__show_all(struct trace *trace);
 int trace__event(struct trace *trace, const struct trace_event *event);
 
 /* Names shown for a process (its command line) and a thread (its comm); latest wins. */
+/* The process's whole command line, written beside its name (JSON args, pftrace cmdline). */
+int trace__process_cmdline(struct trace *trace, uint32_t pid, const char *cmdline);
 int trace__name_process(struct trace *trace, uint32_t pid, const char *name);
 int trace__name_thread(struct trace *trace, uint32_t pid, uint32_t tid, const char *name);
 /* The name given to a process (@tid 0) or thread, or NULL; borrowed until it is renamed. */
