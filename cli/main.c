@@ -43,8 +43,16 @@ static void usage(FILE *f)
 		"      --flat            JSON: one process whose rows are every traced thread, named\n"
 		"                        \"THREAD (pid PID, tid TID) PROCESS\": denser than a group per\n"
 		"                        process, with the original pid and tid in each row's name\n"
+		"      --all-processes   show every process: by default a launched command's wrappers,\n"
+		"                        processes that only exec or wait and never run Python (a\n"
+		"                        pyenv shim and the helpers it runs, env, sh -c, timeout),\n"
+		"                        are folded into the process they start, and counted\n"
 		"\n"
 		"sampling:\n"
+		"  -p, --pid PID[,PID...]\n"
+		"                        attach to these running processes, their descendants and every\n"
+		"                        process they start from then on; they keep running when the\n"
+		"                        recording ends\n"
 		"  -F, --frequency HZ    samples per second of CPU time per thread (default 1000, at most 100000)\n"
 		"      --backend B       auto (default): perf events plus the eBPF reader when it loads\n"
 		"                        (root): the kernel reads each Python thread's stack at the\n"
@@ -96,7 +104,7 @@ static void usage(FILE *f)
 		"  -h, --help            show this help\n"
 		"  -V, --version         print the version\n"
 		"\n"
-		"Python: CPython 3.8 to 3.14 processes show Python functions (qualified names from 3.11),\n"
+		"Python: CPython 3.8 to 3.15 processes show Python functions (qualified names from 3.11),\n"
 		"files and lines, read from outside; nothing is written to or stops the target. As\n"
 		"root (eBPF), the kernel reads a thread's Python stack at the instant of each sample\n"
 		"and each switch-out: exact. Without root, a wait over ~2 ms is read while the thread\n"
@@ -206,12 +214,14 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		OPT_FORCE,
 		OPT_FLAT,
 		OPT_NO_ARGS,
-		OPT_NO_FLOWS
+		OPT_NO_FLOWS,
+		OPT_ALL_PROCESSES
 	};
 	static const struct option long_opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, OPT_FORCE },
 		{ "flat", no_argument, NULL, OPT_FLAT },
+		{ "all-processes", no_argument, NULL, OPT_ALL_PROCESSES },
 		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "frequency", required_argument, NULL, 'F' },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -257,6 +267,9 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 			break;
 		case OPT_FORCE:
 			o->force = true;
+			break;
+		case OPT_ALL_PROCESSES:
+			o->all_processes = true;
 			break;
 		case OPT_FLAT:
 			o->flat = true;

@@ -111,8 +111,11 @@ static void print_summary(struct session *s, int close_err, bool written,
 		" samples, %" PRIu64 " off-CPU spans; %" PRIu64 " lost\n",
 		s->output, trace_format__aggregated(format_of(s)) ? ts->stacks : ts->slices,
 		trace_format__aggregated(format_of(s)) ? "distinct stacks" : "slices",
-		st.processes_seen, st.threads_seen, st.samples, st.off_cpu_spans,
-		st.lost_records + st.lost_samples);
+		st.processes_seen > s->folded.processes ? st.processes_seen - s->folded.processes
+							: 0,
+		st.threads_seen > s->folded.threads ? st.threads_seen - s->folded.threads : 0,
+		st.samples, st.off_cpu_spans, st.lost_records + st.lost_samples);
+	wrappers__print(s, stderr);
 	if (st.lost_records + st.lost_samples)
 		fprintf(stderr,
 			"pytrace-sample: the kernel dropped records: lower -F or --stack-size\n");
@@ -204,6 +207,8 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "samples", st.samples);
 	trace__note(s->trace, "cpus", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
 	trace__note(s->trace, "tool_cpu_ns", tool_ns);
+	if (s->folded.processes)
+		trace__note(s->trace, "wrapper_processes_folded", s->folded.processes);
 	if (s->summary)
 		trace_summary__tool_cpu(s->summary, tool_ns);
 	trace__note(s->trace, "off_cpu_spans", st.off_cpu_spans);

@@ -47,7 +47,23 @@ static void proc_free(void *value)
 	free(p);
 }
 
-/* "ForkPoolWorker-2: python3 pool.py": the multiprocessing name, then the old name. */
+/*
+ * The process's name with its multiprocessing name: the main process keeps its own
+ * ("pool.py"); a pool's worker N is "pool.py worker N (ForkPoolWorker-N)"; any other
+ * "pool.py (Process-1)".
+ */
+static char *label_of(const char *base, const char *mp)
+{
+	const char *dash = strrchr(mp, '-'), *worker = strstr(mp, "PoolWorker-");
+	char *label;
+
+	if (!strcmp(mp, "MainProcess"))
+		return strdup(base);
+	if (worker && dash && dash[1] && !dash[1 + strspn(dash + 1, "0123456789")])
+		return asprintf(&label, "%s worker %s (%s)", base, dash + 1, mp) < 0 ? NULL : label;
+	return asprintf(&label, "%s (%s)", base, mp) < 0 ? NULL : label;
+}
+
 static void name_process(struct session *s, struct pynames_proc *p, uint32_t pid)
 {
 	const char *now = session__name(s, pid, 0);
@@ -60,7 +76,8 @@ static void name_process(struct session *s, struct pynames_proc *p, uint32_t pid
 		free(p->base);
 		p->base = strdup(now);
 	}
-	if (asprintf(&label, "%s: %s", mp, p->base ? p->base : "?") < 0)
+	label = label_of(p->base ? p->base : "?", mp);
+	if (!label)
 		return;
 	if (!now || strcmp(now, label))
 		session__set_name(s, pid, 0, label);

@@ -56,15 +56,29 @@ void session__set_name(struct session *s, uint32_t pid, uint32_t tid, const char
 		trace__name_process(s->trace, pid, name);
 }
 
-/* A process's display name: its command line if it could be read, else @fallback. */
+void session__name_command(struct session *s, uint32_t pid, const char *cmdline)
+{
+	char name[256];
+
+	uintptr_t parent = (uintptr_t)hashmap__get(s->parents, pid);
+	const char *parent_name = parent ? session__name(s, (uint32_t)(parent - 1), 0) : NULL;
+
+	trace__process_cmdline(s->trace, pid, cmdline);
+	if (!procname_short(cmdline, name, sizeof(name)))
+		session__set_name(s, pid, 0, name);
+	else
+		session__set_name(s, pid, 0, parent_name ? parent_name : cmdline);
+}
+
+/* A process's display name: from its command line if it could be read, else @fallback. */
 static void name_process(struct session *s, const struct sampler_rec *r, const char *fallback)
 {
 	char cmdline[1024];
 
 	if (r->cmdline)
-		session__set_name(s, r->pid, 0, r->cmdline);
+		session__name_command(s, r->pid, r->cmdline);
 	else if (!sampler_read_cmdline((pid_t)r->pid, cmdline, sizeof(cmdline)))
-		session__set_name(s, r->pid, 0, cmdline);
+		session__name_command(s, r->pid, cmdline);
 	else if (fallback)
 		session__set_name(s, r->pid, 0, fallback);
 }
@@ -103,7 +117,7 @@ static void name_late(struct session *s, uint32_t pid)
 		return;
 	err = sampler_read_cmdline_of((pid_t)pid, late->comm, cmdline, sizeof(cmdline));
 	if (!err)
-		session__set_name(s, pid, 0, cmdline);
+		session__name_command(s, pid, cmdline);
 	if (!err || err == -ESTALE || ++late->tries == LATE_NAME_TRIES)
 		free(hashmap__remove(s->unnamed, pid));
 }
@@ -256,6 +270,7 @@ static void on_fork(struct session *s, const struct sampler_rec *r)
 			session__set_name(s, r->pid, r->tid, parent_name);
 		return;
 	}
+	hashmap__set(s->parents, r->pid, (void *)((uintptr_t)r->fork.ppid + 1));
 	name_process(s, r, session__name(s, r->fork.ppid, 0));
 	parent_name = session__name(s, r->fork.ppid, r->fork.ptid);
 	if (parent_name && !session__name(s, r->pid, r->tid))
@@ -323,11 +338,14 @@ static void dispatch(struct session *s, const struct sampler_rec *r)
 		 * The command line as read when the exec was drained, else the program's comm:
 		 * reading /proc now could find a later exec's program.
 		 */
-		session__set_name(s, r->pid, 0, r->cmdline ? r->cmdline : r->comm.comm);
+		if (r->cmdline)
+			session__name_command(s, r->pid, r->cmdline);
+		else
+			session__set_name(s, r->pid, 0, r->comm.comm);
 		session__set_name(s, r->pid, r->tid, r->comm.comm);
 		wait_for_cmdline(s, r);
 		ev.kind = TRACE_EVENT_EXEC;
-		ev.text = session__name(s, r->pid, 0);
+		ev.text = r->cmdline ? r->cmdline : session__name(s, r->pid, 0);
 		trace__event(s->trace, &ev);
 		break;
 	case SREC_COMM:
@@ -390,7 +408,9 @@ static bool drain(struct session *s, uint64_t until_ns)
 		r = sampler__next(s->sampler);
 		if (!r)
 			return true;
+		wrappers__before(s, r);
 		dispatch(s, r);
+		wrappers__after(s, r);
 		s->processed_ns = r->time_ns;
 	}
 }
@@ -453,7 +473,15 @@ static int sampler_error(const struct cli_opts *o, int err, pid_t bad_pid)
 		paranoid[strcspn(paranoid, "\n")] = '\0';
 		fclose(f);
 	}
-	if (o->sampler.backend == SAMPLER_BACKEND_BPF && (err == EPERM || err == EACCES)) {
+	if (o->sampler.backend == SAMPLER_BACKEND_BPF && sampler_bpf_error() == ENOENT) {
+		fprintf(stderr,
+			"pytrace-sample: cannot load the eBPF programs: this kernel has no "
+			"BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF): use --backend "
+			"perf\n");
+		return EXIT_UNAVAILABLE;
+	}
+	if (o->sampler.backend == SAMPLER_BACKEND_BPF && sampler_bpf_error() &&
+	    (err == EPERM || err == EACCES)) {
 		fprintf(stderr,
 			"pytrace-sample: cannot load the eBPF programs: %s (run with sudo, or "
 			"use --backend perf)\n",
@@ -620,9 +648,14 @@ int cli_record(const struct cli_opts *o)
 	s->last_stacks = hashmap__new();
 	s->pynames = hashmap__new();
 	s->unnamed = hashmap__new();
+	s->parents = hashmap__new();
+	s->period_ns = 1000000000ULL / o->sampler.frequency_hz;
+	/* Only a launched command's wrappers: a process named with -p is shown as asked. */
+	if (o->argv && !o->all_processes && !(s->wrappers = hashmap__new()))
+		goto out_free;
 	s->frames = frame_table__new();
 	s->sym = s->frames ? symbolizer__new(&sym_opts, s->frames) : NULL;
-	if (!s->last_stacks || !s->unnamed || !s->sym)
+	if (!s->last_stacks || !s->unnamed || !s->parents || !s->sym)
 		goto out_free;
 	if (!o->quiet && !(s->summary = trace_summary__new()))
 		goto out_free;
@@ -643,6 +676,7 @@ int cli_record(const struct cli_opts *o)
 	record_loop(s);
 	/* The first stop request ended the recording; one more stops waiting for CMD. */
 	signals_used = stop_requests ? 1 : 0;
+	wrappers__end(s);
 	close_status = session__close_output(s);
 	status = close_status;
 	child = sampler__child(s->sampler);
@@ -661,6 +695,8 @@ out_free:
 	hashmap__free_all(s->last_stacks, free);
 	hashmap__free_all(s->unnamed, free);
 	pynames__free_all(s);
+	hashmap__free_all(s->wrappers, free);
+	hashmap__free(s->parents);
 	free(s);
 	return status;
 }

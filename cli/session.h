@@ -4,16 +4,31 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "../common/frames.h"
 #include "../common/hashmap.h"
+#include "../common/procname.h"
 #include "../cpython/cpython.h"
 #include "../symbolize/symbolize.h"
 #include "cli.h"
 
 /* A stack's frames: native ones, Python ones (the root-most kept), a wait's marker. */
 #define MAX_FRAMES (SYMBOLIZE_MAX_NATIVE_FRAMES + CPYTHON_MAX_FRAMES + 1)
+
+#define WRAPPER_NAMES_MAX 8
+
+/* The wrapper processes folded: how many, under which names (cli/wrappers.c). */
+struct wrapper_names {
+	unsigned processes, threads;
+	unsigned others; /* processes under names past the first 8 */
+	unsigned n;
+	struct {
+		char comm[16];
+		unsigned count;
+	} names[WRAPPER_NAMES_MAX];
+};
 
 struct session {
 	const struct cli_opts *opts;
@@ -26,6 +41,11 @@ struct session {
 	struct hashmap *last_stacks; /* tid -> struct last_stack: for waits with no stack */
 	struct hashmap *pynames;     /* pid -> Python's names for it, read now and then */
 	struct hashmap *unnamed;     /* pid -> struct late_name: an exec's command line to read */
+	struct hashmap *wrappers;    /* pid -> a process held back; NULL: none folded */
+	struct hashmap *parents;     /* pid -> its parent's pid + 1, for processes forked */
+	struct wrapper_names folded;
+	bool root_seen, python_shown;
+	uint64_t period_ns;
 	struct trace_frame stack[MAX_FRAMES];
 	uint64_t started_ns, last_progress_ns;
 	bool child_reaped; /* the launched command, reaped when its exit was seen */
@@ -56,6 +76,20 @@ bool pynames__named(struct session *s, uint32_t pid, uint32_t tid);
 /* Names a thread by the threading name the sampler read as it arrived (SREC_PYNAME). */
 void pynames__name_thread(struct session *s, uint32_t pid, uint32_t tid, const char *name);
 void pynames__free_all(struct session *s);
+
+/* Names process @pid from @cmdline (its short name) and keeps the whole line with it. */
+void session__name_command(struct session *s, uint32_t pid, const char *cmdline);
+
+/*
+ * Wrappers (cli/wrappers.c): a launched command's processes that only exec or wait,
+ * held back from the trace until they show they are more, else folded. Called before
+ * and after each record is dispatched; wrappers__end() before the trace is closed.
+ */
+void wrappers__before(struct session *s, const struct sampler_rec *r);
+void wrappers__after(struct session *s, const struct sampler_rec *r);
+void wrappers__end(struct session *s);
+/* "N wrapper processes folded ...", if any. */
+void wrappers__print(const struct session *s, FILE *f);
 
 /* A file name from the command and the time that names no existing file. */
 void session__default_output(const struct cli_opts *o, char *buf, size_t size);

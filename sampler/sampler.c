@@ -116,6 +116,9 @@ pid_t sampler__child(const struct sampler *s)
 	return s->child.pid;
 }
 
+/* Why the eBPF reader --backend bpf required could not load (an errno), or 0. */
+static int bpf_error;
+
 static void free_task_value(void *t)
 {
 	task_free(t);
@@ -241,6 +244,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		if (!s->bpf && opts->backend == SAMPLER_BACKEND_BPF) {
 			int err = errno;
 
+			bpf_error = err;
 			sampler__free(s);
 			errno = err;
 			return NULL;
@@ -254,6 +258,11 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	raise_fd_limit();
 	s->start_ns = sampler_now_ns();
 	return s;
+}
+
+int sampler_bpf_error(void)
+{
+	return bpf_error;
 }
 
 struct sampler *sampler__launch(const struct sampler_opts *opts, char *const argv[],

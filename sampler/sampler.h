@@ -324,6 +324,12 @@ int sampler_list_threads(pid_t pid, pid_t **tids, size_t *count);
 int sampler_as_user(const struct sampler_creds *creds, int (*check)(void *arg), void *arg,
 		    const char **failed);
 
+/*
+ * Why the eBPF reader could not load when --backend bpf required it (an errno: ENOENT
+ * for a kernel without BTF), or 0: the sampler's failure was another step's.
+ */
+int sampler_bpf_error(void);
+
 /* The command line of a live process, NULs as spaces. 0 or -errno. */
 int sampler_read_cmdline(pid_t pid, char *buf, size_t size);
 /* The same, only while the process still runs the program named @comm; -ESTALE else. */

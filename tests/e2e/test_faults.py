@@ -346,6 +346,22 @@ class Permissions(FaultCase):
         self.assertFalse(ignored & (1 << (signal.SIGPIPE - 1)), r.stdout)
 
 
+@unittest.skipUnless(os.geteuid() == 0, "needs root: hides the kernel's BTF in a mount namespace")
+class NoBtf(FaultCase):
+    def test_bpf_backend_says_btf_is_missing(self):
+        # An empty tmpfs over /sys/kernel/btf, in a mount namespace of the tool's own.
+        marker = os.path.join(self.dir, "ran")
+        r = subprocess.run(
+            ["unshare", "-m", "sh", "-c",
+             'mount -t tmpfs none /sys/kernel/btf && exec "$@"', "sh", TOOL, "--backend", "bpf",
+             "-o", os.path.join(self.dir, "t.json"), "--", "touch", marker],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertIn("this kernel has no BTF", r.stderr)
+        self.assertNotIn("command not found", r.stderr)
+        self.assertFalse(os.path.exists(marker), "the command ran though sampling failed")
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root: mounts a small tmpfs")
 class FullDisk(FaultCase):
     """D3: a full disk leaves a valid trace that says it was cut, and status 74."""

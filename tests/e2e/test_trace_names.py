@@ -46,11 +46,20 @@ def make_test(python, method):
                  if e.get("ph") == "M" and e["name"] == "thread_name" and e["pid"] == pid}
         for tid, name in view["threads"].items():
             self.assertEqual(names.get(int(tid)), name, (tid, names))
-        self.assertTrue(trace.process_names[pid].startswith(view["process"] + ": "),
-                        trace.process_names[pid])
+        # The main process by its script; its workers by the script, their number and
+        # multiprocessing's name, as Python gives it ("ForkPoolWorker-2", "SpawnPoolWorker-1").
+        script = os.path.basename(FIXTURE)
+        self.assertEqual(view["process"], "MainProcess")
+        self.assertEqual(trace.process_names[pid], script)
         for wpid, name in view["workers"].items():
-            self.assertTrue(trace.process_names[int(wpid)].startswith(name + ": "),
-                            (name, trace.process_names[int(wpid)]))
+            number = name.rsplit("-", 1)[1]
+            self.assertEqual(trace.process_names[int(wpid)],
+                             "%s worker %s (%s)" % (script, number, name))
+        # The whole command line stays in the trace beside the short name.
+        cmdlines = {e["pid"]: e["args"].get("cmdline") for e in trace.events
+                    if e.get("ph") == "M" and e["name"] == "process_name"}
+        self.assertIn(FIXTURE, cmdlines.get(pid) or "", cmdlines)
+        self.assertIn(python, cmdlines.get(pid) or "", cmdlines)
     return test
 
 
