@@ -2,6 +2,7 @@
 VERSION := 0.1.0
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
 DESTDIR ?=
 CC ?= cc
 CFLAGS ?= -O2 -g
@@ -164,12 +165,19 @@ static:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--std=c11 $(LIB_SRCS) $(CLI_SRCS)
 
+# The man page is committed (docs/pytrace-sample.1) so installing needs no Python; `make
+# man` writes it again from the help in cli/main.c (tests/e2e/test_install.py checks it).
+.PHONY: man
+man: pytrace-sample
+	python3 tools/gen-man.py ./pytrace-sample docs/pytrace-sample.1
+
 install: pytrace-sample
-	install -d $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 0755 pytrace-sample $(DESTDIR)$(BINDIR)/pytrace-sample
+	install -m 0644 docs/pytrace-sample.1 $(DESTDIR)$(MANDIR)/man1/pytrace-sample.1
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/pytrace-sample
+	rm -f $(DESTDIR)$(BINDIR)/pytrace-sample $(DESTDIR)$(MANDIR)/man1/pytrace-sample.1
 
 clean:
 	rm -rf $(BUILD) pytrace-sample

@@ -4,7 +4,8 @@
 set -eu
 
 packages="build-essential pkg-config zlib1g-dev libcmocka-dev libdw-dev libelf-dev \
-libbpf-dev bpftool clang llvm clang-format cppcheck python3 protobuf-compiler patchelf"
+libbpf-dev bpftool clang llvm clang-format cppcheck python3 protobuf-compiler patchelf \
+golang-go groff-base"
 command -v node >/dev/null 2>&1 || packages="$packages nodejs"
 command -v npm >/dev/null 2>&1 || packages="$packages npm"
 
