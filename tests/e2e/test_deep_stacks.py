@@ -105,7 +105,7 @@ class DeepStacks(BpfTestCase):
         self.assertEqual(other["python_rootless_stacks"], 0, other)
         # The root-most frames are the ones kept: <module> and main over the bottom.
         # Without root a walk of this stack takes up to ~3.5 ms (3.8-3.10), and samples
-        # between two reads more than 10 ms apart get no stack (README: the window
+        # between two reads more than 10 ms apart get no stack (docs/cost-and-fidelity.md: the window
         # within which what two reads share stands between them): holes up to that
         # window and two walks are allowed there, not longer ones, and as much at the
         # bottom's end: the fixture unwinds and exits right after it, so the last samples

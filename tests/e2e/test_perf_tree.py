@@ -252,7 +252,7 @@ class ExecChain(unittest.TestCase):
         self.assertNotIn("python3.11", programs[1])
         self.assertIn("sleep", programs[2])
         # Named by its last program: its command line, or its comm when the command
-        # line could not be read in time (a loaded machine; the README says so).
+        # line could not be read in time (a loaded machine; docs/limits.md#names says so).
         self.assertIn(trace.process_names[execs[0]["pid"]], ("sleep 0.3", "sleep"))
 
 

@@ -4,7 +4,7 @@ The fixture (tests/fixtures/py_pool_args.py) fans jobs proc(init_t, interval_t, 
 out over a pool and prints, for each, the pid and tid that ran it and its own clock
 readings at entry and exit. Every job must be exactly one `proc` slice on the thread that
 ran it, carrying its arguments, its edges within 2 ms + 2 % of the job's clock readings
-(as root, eBPF; the perf backend alone gets the README's documented allowance, see
+(as root, eBPF; the perf backend alone gets the allowance docs/limits.md documents, see
 PERF_TOLERANCE); under multiprocessing's Pool the worker loop's slice around it carries
 the pool's task number.
 """
@@ -24,7 +24,7 @@ MS = 1000000
 # call's first or last observation on the CPU (interpreter work of the call itself) and
 # the trace's whole microseconds.
 EXACT_TOLERANCE = (2 * MS, 0.02)
-# perf alone gets the README's documented allowance, as in test_python_record: stacks
+# perf alone gets the allowance docs/limits.md documents, as in test_python_record: stacks
 # read from outside about 1 ms after their samples, a wait too short to be read while it
 # lasted given the thread's last stack if at most 4 periods old (an edge next to one can
 # be off by that), and a preemption whose stack is unknown left without Python frames
@@ -105,7 +105,7 @@ class PoolArgs(unittest.TestCase):
             allowed = fixed + frac * (t1 - t0)
             for a, b in zip(mine, mine[1:]):
                 # Pieces only where the job was preempted and that preemption came out
-                # without its Python frames: with eBPF the README's known gap (seen under
+                # without its Python frames: with eBPF the known gap of docs/cost-and-fidelity.md (seen under
                 # a CPU hog, 1 run in ~50), nothing else; perf also splits at waits
                 # whose stacks it did not know. The hole is the machine's time.
                 hole = b.start_ns - a.end_ns - trace.preempted(tid, a.end_ns, b.start_ns)

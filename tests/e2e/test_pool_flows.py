@@ -8,7 +8,7 @@ written by the worker, read by the parent's result handler; for a ProcessPoolExe
 its queue's feeder thread and its manager thread) are marker slices under the stack the
 kernel read at each, joined by one flow. Checked on every interpreter, and in
 DevTools' own trace engine (tests/viewer), which binds a flow event to the slice with
-its exact ts, pid, tid and category. The perf backend draws no flows (README).
+its exact ts, pid, tid and category. The perf backend draws no flows (docs/limits.md#arrows).
 """
 import json
 import os

@@ -26,7 +26,7 @@ DEBIAN_PYTHON = "/usr/bin/python3.11"
 # 4 periods at the default 1000 Hz, plus one scheduler slice (~8 ms): a preemption whose
 # Python stack is not known when it is handed out is left without Python frames, a hole
 # of that length (seen ~1 run in 45 under an extra CPU hog, and in 1 of 3 full suites).
-# A known defect of the perf backend, to be removed: see the README's limits.
+# A known defect of the perf backend, to be removed: see docs/limits.md (without root).
 PERF_GUESS_NS = 4 * 1000000 + 8 * 1000000
 
 
@@ -89,7 +89,7 @@ class PoolRecording(unittest.TestCase):
                 self.assertLess(trace.edge_error(pid, slices[-1].end_ns, end), tolerance,
                                 "%s ends %d ns off" % (name, slices[-1].end_ns - end))
                 for a, b in zip(slices, slices[1:]):
-                    # A preemption the trace shows without the job's frames (the README's
+                    # A preemption the trace shows without the job's frames (docs/cost-and-fidelity.md's
                     # known gap, seen with eBPF once under a CPU hog: 4.8 ms) is the
                     # machine's time, not a hole in what the tool saw.
                     hole = b.start_ns - a.end_ns - trace.preempted(pid, a.end_ns, b.start_ns)

@@ -57,7 +57,7 @@ class ShortLivedCode(BpfTestCase):
                  "named as another %s; %d unreadable frames while importing, %d in all: %s" %
                  (len(missed), COUNT, missed[:5], misnamed[:5], len(during), len(unreadable),
                   [(s, s.ancestors()[:3]) for s in during[:5]]))
-        # Known gap (README): before 3.12, a class body made where an earlier code object
+        # Known gap (docs/limits.md#short-lived-code): before 3.12, a class body made where an earlier code object
         # was freed, its name's and file's strings where that one's were, is the same
         # code object to the tool and gets its name. This fixture's modules share one
         # shape: seen for 0-1 of its 30 class bodies a run. 3.12 and 3.13 number their

@@ -5,7 +5,7 @@ tests/fixtures/py_blocked.py times its own waits: a thread blocked on a threadin
 the GIL). Each wait must be in the trace on that thread, under the Python function that
 waited, for the right reason, starting and ending within 1 ms of the fixture's clock. The
 frames are exact with the eBPF backend; with perf alone a short wait may keep only the
-root part of its stack (the rule the README states), never a wrong frame.
+root part of its stack (the rule docs/cost-and-fidelity.md states), never a wrong frame.
 """
 import os
 import shutil
