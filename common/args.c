@@ -110,13 +110,7 @@ static char *make_key(const struct arg_item *items, uint32_t n, size_t *len)
 
 static uint64_t hash_key(const char *key, size_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	while (len--) {
-		h ^= (unsigned char)*key++;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
+	return fnv1a_bytes(FNV1A_OFFSET, key, len);
 }
 
 static void free_items(struct arg_item *items, uint32_t n)

@@ -19,26 +19,15 @@ struct frame_table {
 	struct args_table *args;
 };
 
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
-{
-	const unsigned char *p = data;
-
-	while (len--) {
-		h ^= *p++;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
 static uint64_t hash_info(const struct frame_info *info)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = FNV1A_OFFSET;
 	uint32_t kind = info->kind;
 
-	h = hash_bytes(h, info->name, strlen(info->name) + 1);
-	h = hash_bytes(h, info->file, strlen(info->file) + 1);
-	h = hash_bytes(h, &info->line, sizeof(info->line));
-	return hash_bytes(h, &kind, sizeof(kind));
+	h = fnv1a_bytes(h, info->name, strlen(info->name) + 1);
+	h = fnv1a_bytes(h, info->file, strlen(info->file) + 1);
+	h = fnv1a_bytes(h, &info->line, sizeof(info->line));
+	return fnv1a_bytes(h, &kind, sizeof(kind));
 }
 
 static int same_info(const struct frame_info *a, const struct frame_info *b)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct hashmap_slot {
 	uint64_t key;
@@ -162,11 +163,16 @@ int hashmap__next(const struct hashmap *map, size_t *cursor, uint64_t *key, void
 	return 0;
 }
 
+uint64_t fnv1a_bytes(uint64_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	while (len--)
+		h = fnv1a_step(h, *p++);
+	return h;
+}
+
 uint64_t hash_string(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 0x100000001b3ULL;
-	return h;
+	return fnv1a_bytes(FNV1A_OFFSET, s, strlen(s));
 }

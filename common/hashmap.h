@@ -33,6 +33,20 @@ size_t hashmap__count(const struct hashmap *map);
  */
 int hashmap__next(const struct hashmap *map, size_t *cursor, uint64_t *key, void **value);
 
+/*
+ * FNV-1a, the one hash of the project's keys: start from FNV1A_OFFSET, fold in each
+ * value with fnv1a_step() (a byte, or a whole word where the caller hashes words), or
+ * a buffer's bytes with fnv1a_bytes().
+ */
+#define FNV1A_OFFSET 0xcbf29ce484222325ULL
+
+static inline uint64_t fnv1a_step(uint64_t h, uint64_t v)
+{
+	return (h ^ v) * 0x100000001b3ULL;
+}
+
+uint64_t fnv1a_bytes(uint64_t h, const void *data, size_t len);
+
 /* FNV-1a of a NUL-terminated string: a key for maps of strings (compare on a hit). */
 uint64_t hash_string(const char *s);
 

@@ -86,17 +86,15 @@ void arg_store__free(struct arg_store *st)
 /* FNV-1a, eight bytes a step: records are multiples of 8. */
 static uint64_t hash_bytes(const uint8_t *p, uint32_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ULL, w;
+	uint64_t h = FNV1A_OFFSET, w;
 	uint32_t i;
 
 	for (i = 0; i + 8 <= len; i += 8) {
 		memcpy(&w, p + i, 8);
-		h = (h ^ w) * 0x100000001b3ULL;
+		h = fnv1a_step(h, w);
 		h ^= h >> 29;
 	}
-	for (; i < len; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	return h;
+	return fnv1a_bytes(h, p + i, len - i);
 }
 
 /* @size bytes from the newest chunk (8-aligned), or a new one; NULL when out of memory. */

@@ -1,5 +1,6 @@
 /* Whether a stack read from outside for a sample stands for it, decided by what followed. */
 #include "internal.h"
+#include "../common/hashmap.h"
 #include "../common/log.h"
 
 #include <inttypes.h>
@@ -19,11 +20,11 @@
 /* @ps's calls, hashed (FNV-1a over the code of each frame): two reads show the same calls. */
 static uint64_t calls_of(const struct py_stack *ps)
 {
-	uint64_t h = 0xcbf29ce484222325ULL ^ ps->n;
+	uint64_t h = FNV1A_OFFSET ^ ps->n;
 	uint32_t i;
 
 	for (i = 0; i < ps->n; i++)
-		h = (h ^ ps->frames[i].code) * 0x100000001b3ULL;
+		h = fnv1a_step(h, ps->frames[i].code);
 	return h;
 }
 

@@ -80,28 +80,17 @@ struct image_set {
 
 /* ---- identity ---- */
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-	const unsigned char *p = data;
-
-	while (len--) {
-		h ^= *p++;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
 static uint64_t id_key(const struct image_id *id, const char *path)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = FNV1A_OFFSET;
 
 	if (id->build_id_size)
-		return fnv1a(h, id->build_id, id->build_id_size);
-	h = fnv1a(h, path, strlen(path));
-	h = fnv1a(h, &id->dev, sizeof(id->dev));
-	h = fnv1a(h, &id->ino, sizeof(id->ino));
-	h = fnv1a(h, &id->mtime_ns, sizeof(id->mtime_ns));
-	return fnv1a(h, &id->size, sizeof(id->size));
+		return fnv1a_bytes(h, id->build_id, id->build_id_size);
+	h = fnv1a_bytes(h, path, strlen(path));
+	h = fnv1a_bytes(h, &id->dev, sizeof(id->dev));
+	h = fnv1a_bytes(h, &id->ino, sizeof(id->ino));
+	h = fnv1a_bytes(h, &id->mtime_ns, sizeof(id->mtime_ns));
+	return fnv1a_bytes(h, &id->size, sizeof(id->size));
 }
 
 static bool same_image(const struct image *img, const struct image_id *id, const char *path)
@@ -253,11 +242,6 @@ void image__put(struct image *img)
 	if (img->in_set)
 		hashmap__remove(img->set->images, img->key);
 	image__free(img);
-}
-
-const char *image__path(const struct image *img)
-{
-	return img->path;
 }
 
 /* ---- the ELF file ---- */

@@ -73,8 +73,6 @@ struct image *image_set__get(struct image_set *set, pid_t pid, const char *path,
 struct image *image__get(struct image *img);
 /* Drops a reference; the last one frees the image. Accepts NULL. */
 void image__put(struct image *img);
-/* The path it was first mapped from. Borrowed for the image's life. */
-const char *image__path(const struct image *img);
 
 /*
  * Where a mapping of @img at @start from file offset @pgoff puts the module, as

@@ -137,21 +137,17 @@ struct stack_key {
 static uint64_t hash_stack(const struct stack_key *k)
 {
 	const struct trace_obs *obs = k->obs;
-	uint64_t h = 0xcbf29ce484222325ULL ^ ((uint64_t)obs->pid << 32 | obs->tid);
+	uint64_t h = FNV1A_OFFSET ^ ((uint64_t)obs->pid << 32 | obs->tid);
 	uint32_t i;
 
 	for (i = 0; i < obs->nframes; i++) {
-		h ^= obs->frames[i].func;
-		h *= 0x100000001b3ULL;
-		if (k->lines) {
-			h ^= obs->frames[i].line;
-			h *= 0x100000001b3ULL;
-		}
+		h = fnv1a_step(h, obs->frames[i].func);
+		if (k->lines)
+			h = fnv1a_step(h, obs->frames[i].line);
 	}
-	if (k->task) {
-		h ^= (uint64_t)k->task->job * 0x9e3779b97f4a7c15ULL ^ (uint64_t)k->task->task;
-		h *= 0x100000001b3ULL;
-	}
+	if (k->task)
+		h = fnv1a_step(h, (uint64_t)k->task->job * 0x9e3779b97f4a7c15ULL ^
+					  (uint64_t)k->task->task);
 	return h ^ obs->nframes;
 }
 
