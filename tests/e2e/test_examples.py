@@ -46,8 +46,11 @@ class Examples(unittest.TestCase):
         got = sorted((s.args.get("init_t"), s.args.get("interval_t"), s.args.get("count"))
                      for s in jobs)
         self.assertEqual(got, expected, jobs)
-        tasks = sorted(s.parent.args.get("pool_task") for s in jobs
-                       if s.parent is not None and s.parent.name == "worker")
+        def worker_of(s):
+            while s is not None and s.name != "worker":
+                s = s.parent
+            return s
+        tasks = sorted(worker_of(s).args.get("pool_task") for s in jobs)
         self.assertEqual(tasks, list(range(8)), jobs)
         # At most eight processes, named as a user knows them.
         pids = {s.pid for s in trace.slices}
