@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs every test binary, then the viewer test, and prints one closing line:
 # "tests: N passed, N failed, N skipped" over cmocka cases, viewer checks and e2e tests.
+# A test binary or e2e pass that ran no test fails; under CI (CI set) so does any skip.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -15,8 +16,14 @@ for bin in $(find "$build/tests" -type f -name 'test_*' | sort); do
 	status=$?
 	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log" | tail -1)
 	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log" | tail -1)
+	s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test(s), listed below:/\1/p' "$log" | tail -1)
 	passed=$((passed + ${p:-0}))
 	failed=$((failed + ${f:-0}))
+	skipped=$((skipped + ${s:-0}))
+	if [ "${p:-0}${f:-0}${s:-0}" = 000 ] && grep -q '^\[==========\] 0 test(s) run' "$log"; then
+		echo "$bin ran no test"
+		failed=$((failed + 1))
+	fi
 	# A binary that crashed before its summary still counts as a failure.
 	if [ -z "$p$f" ] || { [ -z "$f" ] && ! grep -q '^\[  PASSED  \]' "$log"; }; then
 		echo "$bin ended without a cmocka summary"
@@ -51,6 +58,9 @@ run_e2e() {
 	if [ -z "$p" ]; then
 		echo "tests/e2e ($label) ended without a summary"
 		failed=$((failed + 1))
+	elif [ $((p + f)) -eq 0 ]; then
+		echo "tests/e2e ($label) ran no test"
+		failed=$((failed + 1))
 	else
 		passed=$((passed + p))
 		failed=$((failed + f))
@@ -66,5 +76,11 @@ run_e2e e2e-asan env PYTRACE_BUILD="$build" \
 	test_pool_flows.PoolFlows.test_pool_forkserver_sleep
 rm -f "$log"
 
+# In CI (root, every package of make deps) nothing has a reason to skip: a skip there
+# is a test that did not run, so it fails the run. Elsewhere each skip says why.
+if [ -n "${CI:-}" ] && [ "$skipped" -gt 0 ]; then
+	echo "tests: $skipped skipped under CI, where every test must run (see 'skipped' above)"
+	failed=$((failed + skipped))
+fi
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
