@@ -61,7 +61,7 @@ struct pool_spread {
 };
 
 struct pool_worker {
-	uint32_t pid;
+	uint32_t pid, tid; /* tid: a thread pool's worker thread; else the process's pid */
 	uint32_t tasks;
 	uint64_t busy_ns;    /* in tasks: from taking one to sending its result */
 	uint64_t idle_ns;    /* from its first task to the pool's end, not in a task */
@@ -74,6 +74,7 @@ struct pool_worker {
 
 struct pool_view {
 	bool executor;		   /* a ProcessPoolExecutor's; else a multiprocessing Pool's */
+	bool threads;		   /* a ThreadPoolExecutor's: its workers are threads of @pid */
 	uint32_t pid;		   /* the process that sent its tasks (0: not seen) */
 	uint32_t tasks, done;	   /* tasks seen; with their result sent */
 	uint64_t start_ns, end_ns; /* first task sent (or taken) to last result */

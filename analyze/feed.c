@@ -34,6 +34,8 @@ static const char *const idle_frames[] = {
 	"Event.wait",
 	"Future.result",
 	"as_completed",
+	"result_iterator", /* Executor.map's results, waited for */
+	"Executor.map.<locals>.result_iterator",
 	"_ExecutorManagerThread.run",
 	"wait_result_broken_or_wakeup",
 	"Barrier.wait",
@@ -184,25 +186,55 @@ static struct an_thread *find_thread(struct analysis *a, uint32_t pid, uint32_t 
 	return t;
 }
 
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t len = strlen(s), n = strlen(suffix);
+
+	return len >= n && !strcmp(s + len - n, suffix);
+}
+
 /*
- * The loops of multiprocessing's own helper processes, which wait for requests for the
- * whole run: the forkserver (3.14's default) and the resource tracker.
+ * The loops that wait for requests for the whole run: multiprocessing's own helper
+ * processes (the forkserver, 3.14's default, and the resource tracker), and a
+ * ThreadPoolExecutor's worker threads before their first task (between tasks a worker
+ * is idle anyway).
  */
 static bool helper_loop(const char *name, const char *file)
 {
-	static const char *const files[] = { "multiprocessing/forkserver.py",
-					     "multiprocessing/resource_tracker.py" };
-	size_t i, len = file ? strlen(file) : 0;
-
-	if (!file || strcmp(name, "main"))
+	if (!file)
 		return false;
-	for (i = 0; i < sizeof(files) / sizeof(*files); i++) {
-		size_t n = strlen(files[i]);
+	if (!strcmp(name, "main"))
+		return ends_with(file, "multiprocessing/forkserver.py") ||
+		       ends_with(file, "multiprocessing/resource_tracker.py");
+	return !strcmp(name, "_worker") && ends_with(file, "concurrent/futures/thread.py");
+}
 
-		if (len >= n && !strcmp(file + len - n, files[i]))
-			return true;
-	}
-	return false;
+/*
+ * A ThreadPoolExecutor's task: a worker thread's _WorkItem.run (3.11+'s qualified name;
+ * 3.8-3.10 say "run", in concurrent/futures/thread.py). No marker says when it was
+ * submitted or its result taken: its run alone is known, from its slice.
+ */
+static bool work_item(const char *name, const char *file)
+{
+	return !strcmp(name, "_WorkItem.run") ||
+	       (!strcmp(name, "run") && file && ends_with(file, "concurrent/futures/thread.py"));
+}
+
+static struct an_task *find_task(struct analysis *a, bool executor, int64_t job, int64_t task);
+
+static int begin_work_item(struct analysis *a, struct an_thread *t, uint32_t depth)
+{
+	struct an_task *k = find_task(a, false, -1 - (int64_t)t->tid, ++t->thread_tasks);
+
+	if (!k)
+		return a->dropped ? 0 : -ENOMEM;
+	k->threads = true;
+	k->pool_pid = k->worker_pid = t->pid;
+	k->worker_tid = t->tid;
+	k->loop_depth = depth; /* the job's frames are under it */
+	t->task = k;
+	t->took_task = true;
+	return 0;
 }
 
 int analysis__open(struct analysis *a, uint32_t pid, uint32_t tid, uint32_t depth, const char *name,
@@ -233,6 +265,8 @@ int analysis__open(struct analysis *a, uint32_t pid, uint32_t tid, uint32_t dept
 	}
 	t->names[depth] = name;
 	t->flags[depth] = frame_flags(a, name) | (helper_loop(name, file) ? AN_FRAME_IDLE : 0);
+	if (work_item(name, file) && !t->task)
+		return begin_work_item(a, t, depth);
 	if (!a->pool_loops && file &&
 	    ((!strcmp(name, "worker") && strstr(file, "multiprocessing/pool.py")) ||
 	     (!strcmp(name, "_process_worker") && strstr(file, "concurrent/futures/process.py"))))
@@ -382,15 +416,21 @@ static bool pool_frame(const char *name)
 {
 	return !strcmp(name, "mapstar") || !strcmp(name, "starmapstar") ||
 	       !strcmp(name, "_helper_reraises_exception") || !strcmp(name, "_process_chunk") ||
-	       !strcmp(name, "<listcomp>") || !strcmp(name, "partial");
+	       !strcmp(name, "<listcomp>") || !strcmp(name, "partial") ||
+	       !strcmp(name, "WorkerContext.run"); /* 3.14's thread pools: runs the task */
 }
 
 /* The job's function: the shallowest of the task's own frames (@flags: its AN_FRAME_*). */
 static void note_task_frame(struct an_task *k, const struct trace_summary_slice *sl,
 			    const char *name, uint8_t flags)
 {
+	/* The pools' own modules run no job: their frames between the loop and the job are
+	 * the pool's (3.14's thread pool runs a task through WorkerContext.run, then sets
+	 * its future's result one level up). */
 	if (sl->depth >= k->fn_depth || sl->depth <= k->loop_depth ||
-	    sl->start_ns < k->received_ns || pool_frame(name) || flags)
+	    sl->start_ns < k->received_ns || pool_frame(name) || flags ||
+	    (sl->file &&
+	     (strstr(sl->file, "/concurrent/futures/") || strstr(sl->file, "/multiprocessing/"))))
 		return;
 	k->fn = name;
 	k->fn_depth = sl->depth;
@@ -423,8 +463,14 @@ int analysis__close(struct analysis *a, const struct trace_summary_slice *sl, co
 		/* As its open set them: nothing opens at its depth before it closes. */
 		uint8_t flags = sl->depth < t->cap ? t->flags[sl->depth] : 0;
 
-		if (t->task)
+		if (t->task && t->task->threads && sl->depth == t->task->loop_depth) {
+			/* The work item's run ends: the task's, and its result is set. */
+			t->task->received_ns = sl->start_ns;
+			t->task->result_sent_ns = sl->end_ns;
+			t->task = NULL;
+		} else if (t->task) {
 			note_task_frame(t->task, sl, name, flags);
+		}
 		if ((flags & AN_FRAME_SERIAL) && !under(t, sl->depth, AN_FRAME_SERIAL))
 			t->serial_gross_ns += ns;
 		if ((flags & AN_FRAME_IMPORT) && !t->took_task &&

@@ -68,15 +68,24 @@ static double share_of(uint64_t ns, uint64_t of)
 	return of ? (double)ns / (double)of : 0;
 }
 
-/* "fn (file:line), job J task T": raw, each output escapes it for where it goes */
+/*
+ * "fn (file:line), job J task T" (a thread pool's: "the Nth task of thread TID"): raw,
+ * each output escapes it for where it goes.
+ */
 static void task_where(char *dst, size_t size, const struct an_task *k)
 {
-	if (!k->fn) {
-		snprintf(dst, size, "job %" PRId64 " task %" PRId64, k->job, k->task);
-		return;
-	}
-	snprintf(dst, size, "%.64s (%.96s:%" PRIu32 "), job %" PRId64 " task %" PRId64, k->fn,
-		 k->fn_file, k->fn_line, k->job, k->task);
+	char which[64];
+
+	if (k->threads)
+		snprintf(which, sizeof(which), "task %" PRId64 " of thread %" PRIu32, k->task,
+			 k->worker_tid);
+	else
+		snprintf(which, sizeof(which), "job %" PRId64 " task %" PRId64, k->job, k->task);
+	if (k->fn)
+		snprintf(dst, size, "%.64s (%.96s:%" PRIu32 "), %s", k->fn, k->fn_file, k->fn_line,
+			 which);
+	else
+		snprintf(dst, size, "%s", which);
 }
 
 /*
@@ -207,7 +216,7 @@ static int worker_startup(struct analysis *a, const struct an_pool *p, uint64_t 
 
 	for (w = 0; w < v->nworkers; w++) {
 		const struct an_thread *t = hashmap__get(
-			a->threads, (uint64_t)v->workers[w].pid << 32 | v->workers[w].pid);
+			a->threads, (uint64_t)v->workers[w].pid << 32 | v->workers[w].tid);
 
 		sum += v->workers[w].startup_ns;
 		longest = v->workers[w].startup_ns > longest ? v->workers[w].startup_ns : longest;

@@ -31,8 +31,9 @@ enum an_wait {
 
 struct an_task {
 	bool executor;
+	bool threads; /* a ThreadPoolExecutor's: job is -1 - its worker's tid, task a count */
 	int64_t job, task;
-	uint32_t pool_pid, worker_pid;
+	uint32_t pool_pid, worker_pid, worker_tid;
 	int32_t worker; /* its worker's index in its pool's view; -1: none (pools.c) */
 	/* 0: not seen */
 	uint64_t sent_ns, received_ns, result_sent_ns, result_received_ns;
@@ -60,8 +61,9 @@ struct an_thread {
 	 * ends at the same instant (slices closing at once come parents first).
 	 */
 	uint64_t serial_gross_ns, serial_waits_ns;
-	uint64_t import_ns;   /* in imports before its first task */
-	struct an_task *task; /* taken and not yet answered */
+	uint64_t import_ns;    /* in imports before its first task */
+	struct an_task *task;  /* taken and not yet answered */
+	uint32_t thread_tasks; /* work items a ThreadPoolExecutor's worker thread began */
 	bool took_task;
 	uint64_t first_idle_ns;	      /* its first wait for work; 0: none */
 	uint64_t startup_runnable_ns; /* waiting for a CPU before then: the machine's time */

@@ -48,7 +48,9 @@ static struct an_pool *pool_of(struct analysis *a, const struct an_task *k)
 	size_t i;
 
 	for (i = 0; i < a->npools; i++) {
-		if (a->pools[i].view.pid == k->pool_pid && a->pools[i].view.executor == k->executor)
+		if (a->pools[i].view.pid == k->pool_pid &&
+		    a->pools[i].view.executor == k->executor &&
+		    a->pools[i].view.threads == k->threads)
 			return &a->pools[i];
 	}
 	if (a->npools >= AN_MAX_POOLS) {
@@ -62,6 +64,7 @@ static struct an_pool *pool_of(struct analysis *a, const struct an_task *k)
 	memset(&a->pools[a->npools], 0, sizeof(*a->pools));
 	a->pools[a->npools].view.pid = k->pool_pid;
 	a->pools[a->npools].view.executor = k->executor;
+	a->pools[a->npools].view.threads = k->threads;
 	a->pools[a->npools].view.start_ns = UINT64_MAX;
 	return &a->pools[a->npools++];
 }
@@ -95,19 +98,19 @@ static uint64_t ready_at(const struct an_thread *main, uint64_t first_task)
 									       : first_task;
 }
 
-static struct pool_worker *worker_of(struct pool_view *v, uint32_t pid)
+static struct pool_worker *worker_of(struct pool_view *v, uint32_t pid, uint32_t tid)
 {
 	uint32_t i;
 
 	for (i = 0; i < v->nworkers; i++) {
-		if (v->workers[i].pid == pid)
+		if (v->workers[i].pid == pid && v->workers[i].tid == tid)
 			return &v->workers[i];
 	}
 	if (v->nworkers == POOL_MAX_WORKERS) {
 		v->workers_not_shown++;
 		return NULL;
 	}
-	v->workers[v->nworkers] = (struct pool_worker){ .pid = pid };
+	v->workers[v->nworkers] = (struct pool_worker){ .pid = pid, .tid = tid };
 	return &v->workers[v->nworkers++];
 }
 
@@ -133,7 +136,10 @@ static int fill_view(struct analysis *a, struct an_pool *p)
 		const struct an_task *k = p->tasks[i];
 		uint64_t first = k->sent_ns ? k->sent_ns : k->received_ns;
 		uint64_t last = k->result_received_ns ? k->result_received_ns : k->result_sent_ns;
-		struct pool_worker *wk = k->worker_pid ? worker_of(v, k->worker_pid) : NULL;
+		struct pool_worker *wk =
+			k->worker_pid ? worker_of(v, k->worker_pid,
+						  k->threads ? k->worker_tid : k->worker_pid)
+				      : NULL;
 
 		p->tasks[i]->worker = wk ? (int32_t)(wk - v->workers) : -1;
 		if (first && first < v->start_ns)
@@ -157,10 +163,17 @@ static int fill_view(struct analysis *a, struct an_pool *p)
 	}
 	for (w = 0; w < v->nworkers; w++) {
 		struct pool_worker *wk = &v->workers[w];
+		/* A process's main thread; a thread pool's worker thread. */
 		const struct an_thread *main =
-			hashmap__get(a->threads, (uint64_t)wk->pid << 32 | wk->pid);
+			hashmap__get(a->threads, (uint64_t)wk->pid << 32 | wk->tid);
 		uint64_t last, born = process_span(a, wk->pid, &last);
-		uint64_t ready = wk->tasks ? ready_at(main, first_task[w]) : born;
+		uint64_t ready;
+
+		if (v->threads && main) {
+			born = main->first_ns;
+			last = main->last_ns;
+		}
+		ready = wk->tasks ? ready_at(main, first_task[w]) : born;
 		uint64_t to = last < v->end_ns ? last : v->end_ns;
 		uint64_t from = born > v->start_ns ? born : v->start_ns;
 		/* Less its waits for a CPU: the machine's time (cpu-starved says it). */

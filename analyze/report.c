@@ -40,6 +40,14 @@ const struct pool_view *analysis__pool(const struct analysis *a, size_t i)
 	return i < a->npools ? &a->pools[i].view : NULL;
 }
 
+/* A pool's kind, for people or (@json) for scripts. */
+static const char *pool_kind(const struct pool_view *v, bool json)
+{
+	if (v->threads)
+		return json ? "thread_executor" : "thread pool";
+	return v->executor ? "executor" : "pool";
+}
+
 void analysis__print(const struct analysis *a, FILE *f, size_t max)
 {
 	size_t i;
@@ -65,12 +73,14 @@ void analysis__print(const struct analysis *a, FILE *f, size_t max)
 
 		fprintf(f,
 			"%s of process %" PRIu32 ": %" PRIu32 " tasks on %" PRIu32
-			" workers; task run p50 %s, p90 %s, max %s; queue delay p50 %s\n",
-			v->executor ? "executor" : "pool", v->pid, v->tasks, v->nworkers,
+			" workers; task run p50 %s, p90 %s, max %s; %s%s\n",
+			pool_kind(v, false), v->pid, v->tasks, v->nworkers,
 			an_fmt_ns(b1, sizeof(b1), v->run.p50),
 			an_fmt_ns(b2, sizeof(b2), v->run.p90),
 			an_fmt_ns(b3, sizeof(b3), v->run.max),
-			an_fmt_ns(b4, sizeof(b4), v->queue.p50));
+			/* A thread pool's queue is in memory: no marker says when a task went in. */
+			v->threads ? "queue delay not seen" : "queue delay p50 ",
+			v->threads ? "" : an_fmt_ns(b4, sizeof(b4), v->queue.p50));
 	}
 	if (!a->npools && a->pool_loops)
 		fprintf(f, "findings: %s\n", UNDECIDED);
@@ -122,7 +132,7 @@ void analysis__print_json(const struct analysis *a, FILE *f)
 			"%s{\"kind\": \"%s\", \"pid\": %" PRIu32 ", \"tasks\": %" PRIu32
 			", \"done\": %" PRIu32 ", \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
 			", ",
-			i ? ", " : "", v->executor ? "executor" : "pool", v->pid, v->tasks, v->done,
+			i ? ", " : "", pool_kind(v, true), v->pid, v->tasks, v->done,
 			v->start_ns == UINT64_MAX ? 0 : v->start_ns, v->end_ns);
 		put_spread(f, "run", &v->run);
 		fprintf(f, ", ");
@@ -135,10 +145,10 @@ void analysis__print_json(const struct analysis *a, FILE *f)
 			const struct pool_worker *k = &v->workers[w];
 
 			fprintf(f,
-				"%s{\"pid\": %" PRIu32 ", \"tasks\": %" PRIu32
+				"%s{\"pid\": %" PRIu32 ", \"tid\": %" PRIu32 ", \"tasks\": %" PRIu32
 				", \"busy_ns\": %" PRIu64 ", \"idle_ns\": %" PRIu64
 				", \"startup_ns\": %" PRIu64 "}",
-				w ? ", " : "", k->pid, k->tasks, k->busy_ns, k->idle_ns,
+				w ? ", " : "", k->pid, k->tid, k->tasks, k->busy_ns, k->idle_ns,
 				k->startup_ns);
 		}
 		fprintf(f, "]}");

@@ -20,7 +20,8 @@ WHY = os.path.join(ROOT, "examples", "why")
 GALLERY = [("straggler.py", "imbalance"), ("tiny_tasks.py", "task-overhead"),
            ("big_args.py", "serialization"), ("gil_threads.py", "gil-contention"),
            ("oversubscribed.py", "oversubscription"), ("shared_lock.py", "lock-contention"),
-           ("spawn_startup.py", "worker-startup"), ("balanced.py", "(none)")]
+           ("spawn_startup.py", "worker-startup"), ("thread_straggler.py", "imbalance"),
+           ("balanced.py", "(none)")]
 
 
 def findings(python, script, d):

@@ -29,6 +29,7 @@ GALLERY = {
     "oversubscribed.py": "oversubscription",
     "shared_lock.py": "lock-contention",
     "spawn_startup.py": "worker-startup",
+    "thread_straggler.py": "imbalance",
 }
 
 
@@ -88,6 +89,16 @@ class Findings(unittest.TestCase):
             self.assertEqual([(p["tasks"], p["done"], len(p["workers"])) for p in pools],
                              [(7, 7, 2)], pools)
             self.assertGreaterEqual(pools[0]["run"]["max_ns"], 1500 * 1000000, pools)
+        if script == "thread_straggler.py":
+            # A ThreadPoolExecutor's pool, seen from its work items alone: 8 tasks on its
+            # 4 threads, the straggler named by its function and thread.
+            pools = report["pools"]
+            self.assertEqual([(p["kind"], p["tasks"], p["done"], len(p["workers"]))
+                              for p in pools], [("thread_executor", 8, 8, 4)], pools)
+            self.assertGreaterEqual(max(w["tasks"] for w in pools[0]["workers"]), 2,
+                             pools)
+            self.assertRegex(f["where"], r"^digest \(.*thread_straggler\.py:\d+\), task \d+ "
+                             r"of thread \d+$")
 
     def test_balanced_raises_nothing_big(self):
         for label, python in pythons():
