@@ -39,6 +39,7 @@ struct cli_opts {
 	const char *report; /* the report subcommand's trace, or NULL */
 	bool report_json;   /* report --json: the findings and pools as JSON */
 	bool flat;	    /* --flat */
+	uint64_t max_bytes; /* --max-size; 0: none */
 	bool all_processes; /* --all-processes: no wrapper folded */
 	bool native;	    /* native frames too */
 };

@@ -43,6 +43,10 @@ static void usage(FILE *f)
 		"      --flat            JSON: one process whose rows are every traced thread, named\n"
 		"                        \"THREAD (pid PID, tid TID) PROCESS\": denser than a group per\n"
 		"                        process, with the original pid and tid in each row's name\n"
+		"      --max-size SIZE   stop writing slices, events and arrows once the file holds\n"
+		"                        SIZE (e.g. 100M, 2G; gzip'd: its compressed size): the run\n"
+		"                        goes on, the report still counts everything, the file stays\n"
+		"                        valid and says what it left out (otherData)\n"
 		"      --all-processes   show every process: by default a launched command's wrappers,\n"
 		"                        processes that only exec or wait and never run Python (a\n"
 		"                        pyenv shim and the helpers it runs, env, sh -c, timeout),\n"
@@ -158,6 +162,33 @@ static int parse_pids(const char *arg, struct cli_opts *o)
 	return o->npids ? 0 : -EINVAL;
 }
 
+/* "100M", "2G", "512K" or bytes; at least 1 MiB, at most 1 TiB. */
+static int parse_size(const char *arg, uint64_t *bytes)
+{
+	char *end;
+	double v;
+	uint64_t unit = 1;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || !(v > 0))
+		return -EINVAL;
+	if (*end == 'K' || *end == 'k')
+		unit = 1ULL << 10;
+	else if (*end == 'M' || *end == 'm')
+		unit = 1ULL << 20;
+	else if (*end == 'G' || *end == 'g')
+		unit = 1ULL << 30;
+	else if (*end)
+		return -EINVAL;
+	if (*end && end[1] && strcmp(end + 1, "B") && strcmp(end + 1, "iB"))
+		return -EINVAL;
+	if (v * (double)unit < (double)(1ULL << 20) || v * (double)unit > (double)(1ULL << 40))
+		return -EINVAL;
+	*bytes = (uint64_t)(v * (double)unit);
+	return 0;
+}
+
 static int parse_format(const char *arg, enum trace_format *format)
 {
 	if (!strcmp(arg, "json"))
@@ -215,13 +246,15 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 		OPT_FLAT,
 		OPT_NO_ARGS,
 		OPT_NO_FLOWS,
-		OPT_ALL_PROCESSES
+		OPT_ALL_PROCESSES,
+		OPT_MAX_SIZE
 	};
 	static const struct option long_opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "force", no_argument, NULL, OPT_FORCE },
 		{ "flat", no_argument, NULL, OPT_FLAT },
 		{ "all-processes", no_argument, NULL, OPT_ALL_PROCESSES },
+		{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
 		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "frequency", required_argument, NULL, 'F' },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -270,6 +303,11 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 			break;
 		case OPT_ALL_PROCESSES:
 			o->all_processes = true;
+			break;
+		case OPT_MAX_SIZE:
+			if (parse_size(optarg, &o->max_bytes))
+				return bad_usage("bad size '%s' (e.g. 100M, 2G; at least 1M)",
+						 optarg);
 			break;
 		case OPT_FLAT:
 			o->flat = true;

@@ -116,6 +116,16 @@ static void print_summary(struct session *s, int close_err, bool written,
 		st.threads_seen > s->folded.threads ? st.threads_seen - s->folded.threads : 0,
 		st.samples, st.off_cpu_spans, st.lost_records + st.lost_samples);
 	wrappers__print(s, stderr);
+	if (ts->over_budget)
+		fprintf(stderr,
+			"pytrace-sample: the trace reached --max-size %.1f MB %.1f s into the run: "
+			"%" PRIu64 " slices, events and arrows after that are in the report but "
+			"not in the file (otherData.not_written_past_max_size)\n",
+			(double)s->opts->max_bytes / 1e6,
+			ts->over_budget_from_ns > s->started_ns
+				? (double)(ts->over_budget_from_ns - s->started_ns) / 1e9
+				: 0.0,
+			ts->over_budget);
 	if (st.lost_records + st.lost_samples)
 		fprintf(stderr,
 			"pytrace-sample: the kernel dropped records: lower -F or --stack-size\n");
@@ -388,6 +398,7 @@ int session__open_output(struct session *s, const struct sampler_creds *as_user)
 		.frames = s->frames,
 		.summary = s->summary,
 		.flat = o->flat,
+		.max_bytes = o->max_bytes,
 	};
 	int status = check_output(s, as_user);
 

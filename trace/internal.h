@@ -48,6 +48,12 @@ struct trace {
  */
 uint64_t trace_to_us(const struct trace *trace, uint64_t t_ns);
 
+/*
+ * Whether the file has reached --max-size: then what would be written at @t_ns is
+ * counted instead (trace->stats.over_budget), and true is returned.
+ */
+bool trace_over_budget(struct trace *trace, uint64_t t_ns);
+
 /* json_writer.c: Trace Event JSON. */
 void json_writer__header(struct trace *trace);
 int json_writer__slice(void *ctx, const struct slice *s);

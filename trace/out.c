@@ -389,6 +389,11 @@ uint64_t out_file__bytes(const struct out_file *out)
 	return out->bytes;
 }
 
+uint64_t out_file__size(const struct out_file *out)
+{
+	return out->flushed + out->len;
+}
+
 int out_file__chown(struct out_file *out, uid_t uid, gid_t gid)
 {
 	return fchown(out->fd, uid, gid) ? -errno : 0;

@@ -58,6 +58,8 @@ int out_file__recover(struct out_file *out);
 
 /* Bytes accepted so far (before compression). */
 uint64_t out_file__bytes(const struct out_file *out);
+/* The file's size so far: compressed where it is, plus what is buffered (uncompressed). */
+uint64_t out_file__size(const struct out_file *out);
 
 /*
  * Flushes, finishes compression, renames into place and frees. 0 or -errno; on failure

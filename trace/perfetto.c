@@ -529,6 +529,9 @@ int pftrace__slice(void *ctx, const struct slice *s)
 		trace->stats.slices_empty++;
 		return 0;
 	}
+	/* Past --max-size: a slice not begun yet is counted, not written (its end neither). */
+	if (!o->begun && trace_over_budget(trace, s->start_ns))
+		return 0;
 	if (names__seen(trace->names, s->pid, s->tid, s->start_ns) ||
 	    !pf_thread_track(trace, s->pid, s->tid))
 		return -ENOMEM;

@@ -30,6 +30,16 @@ uint64_t trace_to_us(const struct trace *trace, uint64_t t_ns)
 	return t_ns / 1000 + 1;
 }
 
+bool trace_over_budget(struct trace *trace, uint64_t t_ns)
+{
+	if (!trace->opts.max_bytes || out_file__size(trace->out) < trace->opts.max_bytes)
+		return false;
+	if (!trace->stats.over_budget_from_ns || t_ns < trace->stats.over_budget_from_ns)
+		trace->stats.over_budget_from_ns = t_ns;
+	trace->stats.over_budget++;
+	return true;
+}
+
 enum trace_format trace_format__from_path(const char *path)
 {
 	if (ends_with(path, ".pb.gz") || ends_with(path, ".pprof"))
@@ -95,13 +105,18 @@ static int summarize(struct trace *trace, const struct slice *s)
 static int on_slice(void *ctx, const struct slice *s)
 {
 	struct trace *trace = ctx;
-	/* The aggregated formats write no slices: theirs feed the summary alone. */
-	int err = trace->folded	   ? 0
+	/*
+	 * The aggregated formats write no slices: theirs feed the summary alone. Past
+	 * --max-size a JSON slice is counted, not written; Perfetto's writer decides itself
+	 * (a slice whose begin went out must end).
+	 */
+	bool written = !trace->folded && (trace->pftrace || !trace_over_budget(trace, s->start_ns));
+	int err = !written	   ? 0
 		  : trace->pftrace ? pftrace__slice(trace, s)
 				   : json_writer__slice(trace, s);
 
 	/* Only while a message's marker is still to come: not a look at every slice. */
-	if (trace->flows && flows__unbound(trace->flows)) {
+	if (written && trace->flows && flows__unbound(trace->flows)) {
 		const struct frame_info *f = frame_table__get(trace->opts.frames, s->func);
 		uint64_t start_us = trace_to_us(trace, s->start_ns);
 
@@ -265,7 +280,8 @@ int trace__observe(struct trace *trace, const struct trace_obs *obs)
 			return err;
 		return trace->coalescer ? coalescer__observe(trace->coalescer, obs) : 0;
 	}
-	if (trace->pftrace) {
+	if (trace->pftrace &&
+	    !(trace->opts.max_bytes && out_file__size(trace->out) >= trace->opts.max_bytes)) {
 		int err = pftrace__observe(trace, obs);
 
 		if (err)
@@ -281,8 +297,12 @@ int trace__observe(struct trace *trace, const struct trace_obs *obs)
 static int write_flow(void *ctx, const struct flow_point *const *points, uint32_t n)
 {
 	struct trace *trace = ctx;
-	uint64_t id = ++trace->stats.flows;
+	uint64_t id;
 	uint32_t i;
+
+	if (n && trace_over_budget(trace, points[0]->t_ns))
+		return 0;
+	id = ++trace->stats.flows;
 
 	for (i = 0; i < n; i++) {
 		if (trace->pftrace) {
@@ -314,7 +334,7 @@ int trace__event(struct trace *trace, const struct trace_event *ev)
 		return -EINVAL;
 	if (trace->hold && (held = hold__event(trace, ev)) <= 0)
 		return held;
-	if (trace->folded)
+	if (trace->folded || trace_over_budget(trace, ev->t_ns))
 		return 0;
 	if (names__seen(trace->names, ev->pid, ev->tid, ev->t_ns))
 		return -ENOMEM;
@@ -424,6 +444,11 @@ int trace__close(struct trace *trace, struct trace_stats *stats)
 		err = err ? err : (r < 0 ? r : 0);
 		if (flows__dropped(trace->flows))
 			trace__note(trace, "flow_messages_not_kept", flows__dropped(trace->flows));
+	}
+	if (trace->stats.over_budget) {
+		trace__note(trace, "max_size_bytes", trace->opts.max_bytes);
+		trace__note(trace, "not_written_past_max_size", trace->stats.over_budget);
+		trace__note(trace, "max_size_reached_ns", trace->stats.over_budget_from_ns);
 	}
 	r = recover_output(trace);
 	err = err ? err : r;

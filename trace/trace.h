@@ -41,6 +41,8 @@ struct trace_opts {
 	const struct frame_table *frames; /* borrowed; names every frame id */
 	struct trace_summary *summary;	  /* borrowed; fed every slice written, or NULL */
 	bool flat;			  /* JSON: one process, a row per thread (--flat) */
+	uint64_t max_bytes;		  /* --max-size: past it, slices, events and flows are
+					   * counted, not written; 0: no limit */
 };
 
 enum trace_obs_kind {
@@ -98,6 +100,8 @@ struct trace_stats {
 	uint64_t flows;		       /* tasks drawn with arrows (flows written) */
 	uint64_t lost_to_write_errors; /* events not written because the output failed */
 	uint64_t bytes;		       /* before compression */
+	uint64_t over_budget;	       /* slices, events and flows not written past max_bytes */
+	uint64_t over_budget_from_ns;  /* when the first of them was; 0: none */
 };
 
 struct trace;
