@@ -204,7 +204,10 @@ static bool generator_code(const struct cpython_layout *l, const struct cpython_
 	return (uint32_t)flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR);
 }
 
-/* The arguments of the frame read into @buf, whose code's fields are in @span. */
+/*
+ * The arguments of the frame read into @buf with its slots (NULL: they were not read
+ * with it), whose code's fields are in @span.
+ */
 static void walk_args(const struct cpython_process *p, const struct cpython_mem *mem,
 		      const struct walk_reads *r, const uint8_t *buf, const uint8_t *span,
 		      uint64_t frame, uint64_t code, struct cpython_args_out *args)
@@ -223,7 +226,7 @@ static void walk_args(const struct cpython_process *p, const struct cpython_mem 
 	else if (mem->read(mem->ctx, code + l->code_argcount, counts, sizeof(counts)))
 		return;
 	n = cpython_param_count(counts);
-	if (n > 0 && r->slots_in_frame)
+	if (n > 0 && buf)
 		memcpy(slots, buf + l->frame_localsplus, (size_t)n * 8);
 	else if (n > 0 && mem->read(mem->ctx, frame + l->frame_localsplus, slots, (size_t)n * 8))
 		n = -EFAULT;
@@ -255,6 +258,7 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 	uint32_t n = 0, seen = 0, steps, power = 1, since_mark = 0;
 	bool kept = false; /* the frame before was returned */
 	uint8_t buf[4096], span[CODE_SPAN_MAX];
+	bool slots_read; /* buf holds the frame's argument slots too */
 
 	*depth = 0;
 	for (steps = 0; frame && seen < CPYTHON_WALK_FRAMES && steps < CPYTHON_WALK_FRAMES * 2;
@@ -273,11 +277,17 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 			power *= 2;
 			since_mark = 0;
 		}
-		/* Slots past the frame can lie past its memory: then read without them. */
-		if (mem->read(mem->ctx, frame, buf, r.frame_len) &&
-		    (r.frame_len == l->frame_size ||
-		     mem->read(mem->ctx, frame, buf, l->frame_size)))
-			return -EFAULT;
+		/*
+		 * Slots past the frame can lie past its memory: then read without them (and
+		 * the arguments read on their own: buf's slots are the last frame's).
+		 */
+		slots_read = r.slots_in_frame;
+		if (mem->read(mem->ctx, frame, buf, r.frame_len)) {
+			slots_read = false;
+			if (r.frame_len == l->frame_size ||
+			    mem->read(mem->ctx, frame, buf, l->frame_size))
+				return -EFAULT;
+		}
 		if (!frame_is_live(l, buf))
 			return -EAGAIN;
 		memcpy(&code, buf + l->frame_code, 8);
@@ -328,7 +338,7 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 		frames[n].args = 0;
 		frames[n].args_at = args ? args->used : 0;
 		if (args) {
-			walk_args(p, mem, &r, buf, span, frame, code, args);
+			walk_args(p, mem, &r, slots_read ? buf : NULL, span, frame, code, args);
 			frames[n].args_len = (uint16_t)(args->used - frames[n].args_at);
 		}
 		n++;
