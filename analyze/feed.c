@@ -222,6 +222,12 @@ static bool work_item(const char *name, const char *file)
 
 static struct an_task *find_task(struct analysis *a, bool executor, int64_t job, int64_t task);
 
+/* Whether @sl comes after thread task @k ended (a process pool's task ends otherwise). */
+static bool task_over(const struct an_task *k, const struct trace_summary_slice *sl)
+{
+	return k->threads && k->result_sent_ns && sl->start_ns >= k->result_sent_ns;
+}
+
 static int begin_work_item(struct analysis *a, struct an_thread *t, uint32_t depth)
 {
 	struct an_task *k = find_task(a, false, -1 - (int64_t)t->tid, ++t->thread_tasks);
@@ -265,7 +271,7 @@ int analysis__open(struct analysis *a, uint32_t pid, uint32_t tid, uint32_t dept
 	}
 	t->names[depth] = name;
 	t->flags[depth] = frame_flags(a, name) | (helper_loop(name, file) ? AN_FRAME_IDLE : 0);
-	if (work_item(name, file) && !t->task)
+	if (work_item(name, file) && (!t->task || t->task->result_sent_ns))
 		return begin_work_item(a, t, depth);
 	if (!a->pool_loops && file &&
 	    ((!strcmp(name, "worker") && strstr(file, "multiprocessing/pool.py")) ||
@@ -297,7 +303,7 @@ static enum an_wait classify(const struct an_thread *t, const struct trace_summa
 	if (!strncmp(reason, "preempted", 9))
 		return AN_WAIT_PREEMPTED;
 	/* A worker between tasks waits for work; in a task, for what the task waits for. */
-	if (t->took_task ? !t->task : under(t, sl->depth, AN_FRAME_IDLE))
+	if (t->took_task ? !t->task || task_over(t->task, sl) : under(t, sl->depth, AN_FRAME_IDLE))
 		return AN_WAIT_IDLE;
 	if (under(t, sl->depth, AN_FRAME_SERIAL))
 		return !strcmp(reason, "write") ? AN_WAIT_SERIAL : AN_WAIT_IDLE;
@@ -463,12 +469,16 @@ int analysis__close(struct analysis *a, const struct trace_summary_slice *sl, co
 		/* As its open set them: nothing opens at its depth before it closes. */
 		uint8_t flags = sl->depth < t->cap ? t->flags[sl->depth] : 0;
 
-		if (t->task && t->task->threads && sl->depth == t->task->loop_depth) {
-			/* The work item's run ends: the task's, and its result is set. */
+		if (t->task && t->task->threads && sl->depth == t->task->loop_depth &&
+		    !t->task->result_sent_ns) {
+			/*
+			 * The work item's run ends: the task's, and its result is set. It stays
+			 * the thread's task for its frames that close at the same instant (slices
+			 * closing at once come parents first), until the next one begins.
+			 */
 			t->task->received_ns = sl->start_ns;
 			t->task->result_sent_ns = sl->end_ns;
-			t->task = NULL;
-		} else if (t->task) {
+		} else if (t->task && !task_over(t->task, sl)) {
 			note_task_frame(t->task, sl, name, flags);
 		}
 		if ((flags & AN_FRAME_SERIAL) && !under(t, sl->depth, AN_FRAME_SERIAL))

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../analyze/analyze.h"
 #include "../common/log.h"
 #include "../common/target_file.h"
 #include "session.h"
@@ -433,6 +434,38 @@ static bool output_written(const struct session *s)
 }
 
 /* Ends the trace and says how it went; returns 0, or the exit status of a failure. */
+/*
+ * The findings, into the trace beside what they are about: the slices all ended first,
+ * so the analysis has seen them. 0 or -errno (the trace is still closed).
+ */
+static int write_findings(struct session *s)
+{
+	const struct analysis *a;
+	const struct finding *f;
+	size_t n, i;
+	int err = trace__end_slices(s->trace);
+
+	if (err || !s->summary || !(a = trace_summary__analysis(s->summary)))
+		return err;
+	n = analysis__findings(a, &f);
+	for (i = 0; i < n && !err; i++) {
+		const struct trace_finding tf = {
+			.rank = (uint32_t)i + 1,
+			.kind = finding_kind__name(f[i].kind),
+			.share = f[i].share,
+			.start_ns = f[i].start_ns,
+			.end_ns = f[i].end_ns,
+			.title = f[i].title,
+			.evidence = f[i].evidence,
+			.where = f[i].where,
+			.hint = f[i].hint,
+		};
+
+		err = trace__finding(s->trace, &tf);
+	}
+	return err;
+}
+
 int session__close_output(struct session *s)
 {
 	struct trace_stats ts;
@@ -440,7 +473,8 @@ int session__close_output(struct session *s)
 	bool written;
 
 	note_losses(s);
-	err = trace__close(s->trace, &ts);
+	err = write_findings(s);
+	err = trace__close(s->trace, &ts) ?: err;
 	s->trace = NULL;
 	written = !err || output_written(s);
 	print_summary(s, err, written, &ts);

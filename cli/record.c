@@ -657,7 +657,8 @@ int cli_record(const struct cli_opts *o)
 	s->sym = s->frames ? symbolizer__new(&sym_opts, s->frames) : NULL;
 	if (!s->last_stacks || !s->unnamed || !s->parents || !s->sym)
 		goto out_free;
-	if (!o->quiet && !(s->summary = trace_summary__new()))
+	/* Even with -q: the findings go into the trace. */
+	if (!(s->summary = trace_summary__new()))
 		goto out_free;
 	status = session__open_output(s, as_user ? &creds : NULL);
 	if (status >= 0)

@@ -39,6 +39,8 @@ struct trace {
 	struct trace_stats stats;
 	uint64_t lost_to_write_errors;
 	bool wrote_event;
+	bool slices_ended; /* trace__end_slices() was called */
+	uint32_t findings; /* written */
 	uint32_t flat_pid; /* --flat: the one process, the first pid written; 0 until then */
 };
 
@@ -63,6 +65,7 @@ int json_writer__metadata(struct trace *trace);
 void json_writer__flow(struct trace *trace, const char *phase, uint64_t id,
 		       const struct flow_point *p);
 void json_writer__footer(struct trace *trace, const struct trace_stats *stats);
+void json_writer__finding(struct trace *trace, const struct trace_finding *f);
 
 /* perfetto.c: Perfetto's TrackEvent protobuf. */
 struct pftrace *pftrace__new(void);
@@ -77,6 +80,8 @@ int pftrace__end_thread(struct trace *trace, uint32_t pid, uint32_t tid);
 int pftrace__flow(struct trace *trace, uint64_t id, const struct flow_point *p, bool last);
 /* Writes what is still held (slice ends, counters) and the tracks' final names. */
 int pftrace__flush(struct trace *trace);
+/* A finding: a slice on a track of its own under a "findings" track. */
+int pftrace__finding(struct trace *trace, const struct trace_finding *f);
 /* The statistics and notes, as the arguments of a last instant event. */
 void pftrace__footer(struct trace *trace, const struct trace_stats *stats);
 

@@ -321,6 +321,9 @@ static const char *intern_file(struct reader *r, const char *file)
 /* Keeps a Complete event, names a process or thread; drops the rest. */
 static void take_event(struct reader *r, struct read_event *ev)
 {
+	/* The findings the trace was written with: the report makes its own. */
+	if ((ev->cat && !strcmp(ev->cat, "finding")) || ev->pid == TRACE_FINDINGS_PID)
+		return;
 	if (!strcmp(ev->ph, "X") && ev->has_ts && ev->has_dur && ev->name) {
 		if (r->count == r->cap) {
 			size_t cap = r->cap ? 2 * r->cap : 1024;

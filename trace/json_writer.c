@@ -18,16 +18,11 @@ void json_writer__header(struct trace *trace)
  * Starts an event object; false when the output already failed (the event is lost).
  * --flat: every thread is a thread of one process, the first one written.
  */
-static bool begin_event(struct trace *trace, const char *ph, uint32_t pid, uint32_t tid)
+static bool begin_event_of(struct trace *trace, const char *ph, uint32_t pid, uint32_t tid)
 {
 	if (out_file__error(trace->out)) {
 		trace->lost_to_write_errors++;
 		return false;
-	}
-	if (trace->opts.flat) {
-		if (!trace->flat_pid)
-			trace->flat_pid = pid;
-		pid = trace->flat_pid;
 	}
 	out_file__printf(trace->out, "%s{\"ph\":\"%s\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32,
 			 trace->wrote_event ? ",\n" : "\n", ph, pid, tid);
@@ -36,6 +31,17 @@ static bool begin_event(struct trace *trace, const char *ph, uint32_t pid, uint3
 }
 
 /* Ends an event; false when a write failed inside it (it will be cut, so it is lost). */
+/* An event of a traced thread's: --flat puts it in the one process. */
+static bool begin_event(struct trace *trace, const char *ph, uint32_t pid, uint32_t tid)
+{
+	if (trace->opts.flat) {
+		if (!trace->flat_pid)
+			trace->flat_pid = pid;
+		pid = trace->flat_pid;
+	}
+	return begin_event_of(trace, ph, pid, tid);
+}
+
 static bool end_event(struct trace *trace)
 {
 	out_file__puts(trace->out, "}");
@@ -304,4 +310,53 @@ void json_writer__footer(struct trace *trace, const struct trace_stats *stats)
 		out_file__printf(trace->out, ":%" PRIu64, trace->notes[i].value);
 	}
 	out_file__puts(trace->out, "}}\n");
+}
+
+/*
+ * A finding: a slice ("kind: title") over the time it concerns, on its own row of the
+ * findings' process (never folded by --flat), with its share, evidence, where to look
+ * and what to try in its args; the row and the process named, the process shown first.
+ */
+void json_writer__finding(struct trace *trace, const struct trace_finding *f)
+{
+	uint64_t start_us = trace_to_us(trace, f->start_ns), end_us = trace_to_us(trace, f->end_ns);
+	char row[64], *name;
+
+	if (trace->findings == 1) {
+		if (begin_event_of(trace, "M", TRACE_FINDINGS_PID, 0)) {
+			out_file__puts(trace->out, ",\"ts\":0,\"name\":\"process_name\",\"args\":"
+						   "{\"name\":\"pytrace-sample findings\"}");
+			end_event(trace);
+		}
+		if (begin_event_of(trace, "M", TRACE_FINDINGS_PID, 0)) {
+			out_file__puts(trace->out, ",\"ts\":0,\"name\":\"process_sort_index\","
+						   "\"args\":{\"sort_index\":-1}");
+			end_event(trace);
+		}
+	}
+	snprintf(row, sizeof(row), "%" PRIu32 ". %s %.0f%%", f->rank, f->kind, f->share * 100);
+	if (begin_event_of(trace, "M", TRACE_FINDINGS_PID, f->rank)) {
+		out_file__puts(trace->out, ",\"ts\":0,\"name\":\"thread_name\",\"args\":{\"name\":");
+		json_put_string(trace->out, row);
+		out_file__puts(trace->out, "}");
+		end_event(trace);
+	}
+	if (end_us <= start_us || !begin_event_of(trace, "X", TRACE_FINDINGS_PID, f->rank))
+		return;
+	out_file__printf(trace->out, ",\"ts\":%" PRIu64 ",\"dur\":%" PRIu64 ",\"name\":",
+			 start_us, end_us - start_us);
+	if (asprintf(&name, "%s: %s", f->kind, f->title) < 0)
+		name = NULL;
+	json_put_string(trace->out, name ? name : f->kind);
+	free(name);
+	out_file__puts(trace->out, ",\"cat\":\"finding\",\"args\":{\"kind\":");
+	json_put_string(trace->out, f->kind);
+	out_file__printf(trace->out, ",\"share\":%.4f,\"evidence\":", f->share);
+	json_put_string(trace->out, f->evidence);
+	out_file__puts(trace->out, ",\"where\":");
+	json_put_string(trace->out, f->where);
+	out_file__puts(trace->out, ",\"hint\":");
+	json_put_string(trace->out, f->hint);
+	out_file__puts(trace->out, "}");
+	end_event(trace);
 }

@@ -697,3 +697,4 @@ void pftrace__footer(struct trace *trace, const struct trace_stats *stats)
 	pb_end(p, m);
 	pf_packet_end(trace);
 }
+

@@ -121,6 +121,7 @@ struct pftrace {
 	uint8_t *named_frames;	 /* frame ids whose name is interned */
 	size_t named_cap;
 	uint64_t next_uuid, next_string_iid, next_place_iid;
+	uint64_t findings_uuid; /* the findings' track; 0: none yet */
 	struct pb_buf packet, interned;
 	size_t interned_start;
 };

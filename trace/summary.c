@@ -510,6 +510,11 @@ int trace_summary__print_json(const struct trace_summary *s, FILE *f)
 	return err;
 }
 
+const struct analysis *trace_summary__analysis(struct trace_summary *s)
+{
+	return analysis__finish(s->analysis) ? NULL : s->analysis;
+}
+
 void trace_summary__cpus(struct trace_summary *s, unsigned cpus)
 {
 	analysis__cpus(s->analysis, cpus);

@@ -432,13 +432,30 @@ static int recover_output(struct trace *trace)
 	return err;
 }
 
+int trace__end_slices(struct trace *trace)
+{
+	trace->slices_ended = true;
+	return trace->coalescer ? coalescer__end_all(trace->coalescer) : 0;
+}
+
+int trace__finding(struct trace *trace, const struct trace_finding *f)
+{
+	if (trace->folded || f->end_ns <= f->start_ns || trace_over_budget(trace, f->start_ns))
+		return 0;
+	trace->findings++;
+	if (trace->pftrace)
+		return pftrace__finding(trace, f);
+	json_writer__finding(trace, f);
+	return 0;
+}
+
 int trace__close(struct trace *trace, struct trace_stats *stats)
 {
 	struct trace_stats local;
 	int err = 0, r;
 
-	if (trace->coalescer)
-		err = coalescer__end_all(trace->coalescer);
+	if (!trace->slices_ended)
+		err = trace__end_slices(trace);
 	if (trace->flows) {
 		r = flows__join(trace->flows, write_flow, trace);
 		err = err ? err : (r < 0 ? r : 0);

@@ -88,6 +88,21 @@ struct trace_event {
 	const char *text; /* may be NULL */
 };
 
+/*
+ * A cause of slowness the analysis found (analyze/), drawn on a row of its own: the
+ * findings are a process of their own, TRACE_FINDINGS_PID (past any real pid), one
+ * thread per finding, ranked.
+ */
+#define TRACE_FINDINGS_PID 4194305u /* PID_MAX_LIMIT + 1 */
+
+struct trace_finding {
+	uint32_t rank; /* 1: the largest share */
+	const char *kind;
+	double share;
+	uint64_t start_ns, end_ns;
+	const char *title, *evidence, *where, *hint;
+};
+
 struct trace_stats {
 	uint64_t observations;
 	uint64_t slices;	       /* written */
@@ -122,6 +137,14 @@ bool trace_format__aggregated(enum trace_format format);
 struct trace *trace__open(const struct trace_opts *opts);
 
 int trace__observe(struct trace *trace, const struct trace_obs *obs);
+
+/*
+ * Ends every slice still open, so that the summary has them all before the findings
+ * are asked of it; only trace__finding() and trace__close() may follow. 0 or -errno.
+ */
+int trace__end_slices(struct trace *trace);
+/* Writes @f (JSON, .pftrace; the aggregated formats have no timeline). 0 or -errno. */
+int trace__finding(struct trace *trace, const struct trace_finding *f);
 
 /*
  * Holding a process back: from trace__hold() on, what comes for @pid (observations,
@@ -210,6 +233,10 @@ int trace_summary__print_json(const struct trace_summary *s, FILE *f);
 void trace_summary__cpus(struct trace_summary *s, unsigned cpus);
 /* The CPU time the profiler itself took: one of the programs the run shared CPUs with. */
 void trace_summary__tool_cpu(struct trace_summary *s, uint64_t ns);
+
+struct analysis;
+/* The analysis of what was fed, finished (analyze/analyze.h); NULL on ENOMEM. */
+const struct analysis *trace_summary__analysis(struct trace_summary *s);
 
 /*
  * Feeds the slices and names of the Trace Event JSON file at @path (gzip'd or not) to

@@ -87,6 +87,7 @@ class PfTrace:
         self.errors = []
         self.tracks = {}  # uuid -> descriptor dict (the last one written)
         self.slices, self.instants, self.counters = [], [], {}
+        self.findings = []  # slices of the findings' tracks (neither process nor thread)
         # flow id -> [(pid, tid, ts, name of the innermost open slice, terminating)]
         self.flows = {}
         self.clocks = None
@@ -193,7 +194,7 @@ class PfTrace:
                 s = stack.pop()
                 s.dur = ts - s.ts
                 s.args.update(te["_args"])
-                self.slices.append(s)
+                (self.slices if thread or "process" in td else self.findings).append(s)
             elif kind == "TYPE_INSTANT":
                 if te["_name"] == "statistics":
                     self.statistics = te["_args"]

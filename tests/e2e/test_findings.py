@@ -15,7 +15,7 @@ import time
 import unittest
 
 from pythons import interpreters
-from tracefile import ROOT, TOOL, run_tool
+from tracefile import ROOT, TOOL, Trace, run_tool
 
 WHY = os.path.join(ROOT, "examples", "why")
 MACHINE = ("cpu-starved",)
@@ -60,7 +60,24 @@ class Findings(unittest.TestCase):
         out = os.path.join(self.dir, "%s-%s.json" % (script, os.path.basename(python)))
         p = run_tool(["-q", "-o", out, "--", python, os.path.join(WHY, script)])
         self.assertEqual(p.returncode, 0, p.stderr)
-        return report_json(out)
+        report = report_json(out)
+        self.check_track(out, report)
+        return report
+
+    def check_track(self, path, report):
+        # The trace holds the findings too, one row each, ranked as the report (read
+        # back from the file) ranks them, each over the time it concerns.
+        trace = Trace(path)
+        rows = sorted(trace.findings, key=lambda s: s.tid)
+        self.assertEqual([(s.tid, s.args["kind"]) for s in rows],
+                         [(i + 1, f["kind"]) for i, f in enumerate(report["findings"])],
+                         (path, [(s.tid, s.name) for s in rows]))
+        for s, f in zip(rows, report["findings"]):
+            self.assertEqual(s.name, "%s: %s" % (f["kind"], f["title"]))
+            for key in ("evidence", "where", "hint"):
+                self.assertEqual(s.args[key], f[key])
+            self.assertAlmostEqual(s.args["share"], f["share"], places=3)
+            self.assertGreater(s.dur, 0)
 
     def first(self, report, expected, context):
         findings = report["findings"]

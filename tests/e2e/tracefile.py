@@ -11,6 +11,7 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("PYTRACE_BUILD", os.path.join(ROOT, "build"))
 TOOL = os.environ.get("PYTRACE_TOOL", os.path.join(ROOT, "pytrace-sample"))
+FINDINGS_PID = 4194305  # trace/trace.h's TRACE_FINDINGS_PID
 
 
 def union_ns(spans, t0, t1):
@@ -61,12 +62,19 @@ class Trace:
         self.events = self.doc["traceEvents"]
         self.other = self.doc.get("otherData", {})
         origin = self.other.get("origin_ns", 0)
-        self.slices = [Slice(e, origin) for e in self.events if e["ph"] == "X"]
+        # The findings' rows (a process of their own past any real pid) apart from the
+        # traced processes'.
+        self.findings = [Slice(e, origin) for e in self.events
+                         if e["ph"] == "X" and e.get("cat") == "finding"]
+        self.slices = [Slice(e, origin) for e in self.events
+                       if e["ph"] == "X" and e.get("cat") != "finding"]
         self.instants = [e for e in self.events if e["ph"] == "i"]
         self.process_names = {e["pid"]: e["args"]["name"] for e in self.events
-                              if e["ph"] == "M" and e["name"] == "process_name"}
+                              if e["ph"] == "M" and e["name"] == "process_name" and
+                              e["pid"] != FINDINGS_PID}
         self.thread_names = {(e["pid"], e["tid"]): e["args"]["name"] for e in self.events
-                             if e["ph"] == "M" and e["name"] == "thread_name"}
+                             if e["ph"] == "M" and e["name"] == "thread_name" and
+                             e["pid"] != FINDINGS_PID}
         self.nesting_errors = self._build_trees()
 
     def _build_trees(self):
