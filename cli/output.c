@@ -469,12 +469,14 @@ static int write_findings(struct session *s)
 int session__close_output(struct session *s)
 {
 	struct trace_stats ts;
-	int err, status = 0;
+	int err, findings_err, status = 0;
 	bool written;
 
 	note_losses(s);
-	err = write_findings(s);
-	err = trace__close(s->trace, &ts) ?: err;
+	findings_err = write_findings(s);
+	err = trace__close(s->trace, &ts);
+	if (!err)
+		err = findings_err;
 	s->trace = NULL;
 	written = !err || output_written(s);
 	print_summary(s, err, written, &ts);

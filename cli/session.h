@@ -36,7 +36,8 @@ struct session {
 	struct symbolizer *sym;
 	struct sampler *sampler;
 	struct trace *trace;
-	struct trace_summary *summary; /* the report at the end (not printed with -q), the findings */
+	/* The report at the end (not printed with -q), and the findings the trace gets. */
+	struct trace_summary *summary;
 	char output[4096];
 	struct hashmap *last_stacks; /* tid -> struct last_stack: for waits with no stack */
 	struct hashmap *pynames;     /* pid -> Python's names for it, read now and then */

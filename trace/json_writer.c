@@ -336,15 +336,16 @@ void json_writer__finding(struct trace *trace, const struct trace_finding *f)
 	}
 	snprintf(row, sizeof(row), "%" PRIu32 ". %s %.0f%%", f->rank, f->kind, f->share * 100);
 	if (begin_event_of(trace, "M", TRACE_FINDINGS_PID, f->rank)) {
-		out_file__puts(trace->out, ",\"ts\":0,\"name\":\"thread_name\",\"args\":{\"name\":");
+		out_file__puts(trace->out,
+			       ",\"ts\":0,\"name\":\"thread_name\",\"args\":{\"name\":");
 		json_put_string(trace->out, row);
 		out_file__puts(trace->out, "}");
 		end_event(trace);
 	}
 	if (end_us <= start_us || !begin_event_of(trace, "X", TRACE_FINDINGS_PID, f->rank))
 		return;
-	out_file__printf(trace->out, ",\"ts\":%" PRIu64 ",\"dur\":%" PRIu64 ",\"name\":",
-			 start_us, end_us - start_us);
+	out_file__printf(trace->out, ",\"ts\":%" PRIu64 ",\"dur\":%" PRIu64 ",\"name\":", start_us,
+			 end_us - start_us);
 	if (asprintf(&name, "%s: %s", f->kind, f->title) < 0)
 		name = NULL;
 	json_put_string(trace->out, name ? name : f->kind);

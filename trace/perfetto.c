@@ -697,4 +697,3 @@ void pftrace__footer(struct trace *trace, const struct trace_stats *stats)
 	pb_end(p, m);
 	pf_packet_end(trace);
 }
-
