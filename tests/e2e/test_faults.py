@@ -52,6 +52,18 @@ if len(sys.argv) > 2:
 """
 
 
+# A tree of N sleeping processes that says "ready" once all are started.
+TREE = (
+    "import multiprocessing, sys, time\n"
+    "def sleep(_):\n"
+    "    time.sleep(120)\n"
+    "if __name__ == '__main__':\n"
+    "    ps = [multiprocessing.Process(target=sleep, args=(i,)) for i in range(int(sys.argv[1]))]\n"
+    "    [p.start() for p in ps]\n"
+    "    print('ready', flush=True)\n"
+    "    [p.join() for p in ps]\n")
+
+
 def default_sigint():
     """In the child before exec: SIGINT's default action, even if we inherited it ignored."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -289,6 +301,42 @@ class Interrupts(FaultCase):
         if any("backlog" in l for _, l in lines):
             self.assertGreater(other["records_dropped_at_stop"], 0)
             self.assertGreater(other["processed_until_ns"], other["origin_ns"])
+
+    def test_ctrl_c_during_attach_acts_within_a_second(self):
+        """Attaching to a tree of 40 processes takes the tool a while (a process each:
+        its maps, its interpreter, its threads' events): a Ctrl-C at any point of it ends
+        the run within a second, the tree untouched."""
+        tree = subprocess.Popen([sys.executable, "-c", TREE, "40"], stdout=subprocess.PIPE,
+                                text=True)
+        try:
+            self.assertEqual(tree.stdout.readline().strip(), "ready")
+            for delay in (0.0, 0.02, 0.05, 0.1, 0.2, 0.4):
+                out = os.path.join(self.dir, "attach-%d.json" % int(delay * 1000))
+                tool = subprocess.Popen([TOOL, "-q", "-o", out, "-p", str(tree.pid)],
+                                        stderr=subprocess.PIPE, text=True,
+                                        preexec_fn=default_sigint)
+                time.sleep(delay)
+                sent = time.monotonic()
+                tool.send_signal(signal.SIGINT)
+                # How long its threads then waited for a CPU: the machine's time.
+                before = runqueue_waits(tool.pid)
+                waits = dict(before)
+                while tool.poll() is None and time.monotonic() - sent < 60:
+                    waits.update(runqueue_waits(tool.pid))
+                    time.sleep(0.01)
+                took = time.monotonic() - sent
+                tool.wait(timeout=60)
+                starved = max((waits[t] - before.get(t, 0) for t in waits), default=0) / 1e9
+                err = tool.stderr.read()
+                tool.stderr.close()
+                self.assertIn(tool.returncode, (0, 130, -signal.SIGINT), err)
+                self.assertLess(took, 1.0 + starved,
+                                "Ctrl-C %.2f s into attaching took %.2f s to act; its threads "
+                                "waited %.2f s for a CPU: %s" % (delay, took, starved, err))
+                self.assertIsNone(tree.poll(), "the traced tree died")
+        finally:
+            tree.kill()
+            tree.wait()
 
     def test_two_ctrl_c_keep_status_of_command_that_exited(self):
         """The command exits by itself while the tool is behind; two Ctrl-C then must
