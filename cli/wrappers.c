@@ -9,8 +9,9 @@
  * processes start are held back (trace__hold) until they show what they are:
  * - shown (and what was held written) at their first record from Python, or past
  *   WRAPPER_MAX_CPU_NS on a CPU since their last exec: work of their own, whatever it is;
- * - at an exec, what the old program did is dropped (the wrapper ends there) and the
- *   new one is held in turn;
+ * - at an exec, what the old program did is dropped (the wrapper ends there; its fork
+ *   and exec events stay, so the chain of programs is still said) and the new one is
+ *   held in turn;
  * - at their exit, or at the end of the recording, still held: dropped, and counted.
  * Processes started by a shown process are never held: a Python program's subprocesses
  * are its work. When no process ran Python (a tree of other programs: then nothing

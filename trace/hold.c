@@ -96,15 +96,39 @@ static void free_items(struct hold *hold, struct held_process *p)
 	p->bytes = 0;
 }
 
+/* Drops @p's observations and thread ends, keeping its events (forks, execs) in order. */
+static void keep_events(struct hold *hold, struct held_process *p)
+{
+	struct held_item *it = p->first, *next;
+
+	p->first = NULL;
+	p->last = &p->first;
+	for (; it; it = next) {
+		next = it->next;
+		if (it->kind == HELD_EVENT) {
+			it->next = NULL;
+			*p->last = it;
+			p->last = &it->next;
+			continue;
+		}
+		p->bytes -= it->size;
+		hold->bytes -= it->size;
+		free(it);
+	}
+}
+
 void hold__forget(struct trace *trace, uint32_t pid, bool keep_holding)
 {
 	struct held_process *p;
 
 	if (!trace->hold || !(p = hashmap__get(trace->hold->by_pid, pid)))
 		return;
+	if (keep_holding) {
+		keep_events(trace->hold, p);
+		return;
+	}
 	free_items(trace->hold, p);
-	if (!keep_holding)
-		free(hashmap__remove(trace->hold->by_pid, pid));
+	free(hashmap__remove(trace->hold->by_pid, pid));
 }
 
 int hold__release(struct trace *trace, uint32_t pid)

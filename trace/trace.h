@@ -149,8 +149,8 @@ int trace__finding(struct trace *trace, const struct trace_finding *f);
 /*
  * Holding a process back: from trace__hold() on, what comes for @pid (observations,
  * events, thread ends) is kept in order, not written, until trace__show() writes it
- * and lets the rest through, or trace__fold() drops it (@keep_holding: and goes on
- * holding what comes next). Bounded (1 MiB a process, 32 MiB in all): past that the
+ * and lets the rest through, or trace__fold() drops it (@keep_holding: all but its
+ * events, an exec's program ending, and goes on holding what comes next). Bounded (1 MiB a process, 32 MiB in all): past that the
  * process is shown. Names are not held. 0 or -ENOMEM.
  */
 int trace__hold(struct trace *trace, uint32_t pid);

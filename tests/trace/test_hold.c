@@ -131,7 +131,7 @@ static void test_hold__shown_or_folded(void **state)
 	assert_int_equal(weight_of(f, 9, "early"), 2);
 }
 
-/* An exec: what the old program did is dropped, what follows is held again. */
+/* An exec: what the old program did is dropped (its events kept), what follows is held. */
 static void test_hold__fold_and_keep_holding(void **state)
 {
 	struct fixture *f = *state;
@@ -146,6 +146,39 @@ static void test_hold__fold_and_keep_holding(void **state)
 	assert_int_equal(trace__close(trace, NULL), 0);
 	assert_int_equal(weight_of(f, 7, "early"), 0);
 	assert_int_equal(weight_of(f, 7, "late"), 4);
+}
+
+/* The exec events of a program folded away stay: the chain of programs is still said. */
+static void test_hold__fold_keeps_events(void **state)
+{
+	struct fixture *f = *state;
+	struct trace_opts opts = { .path = f->path, .period_ns = MS, .frames = f->frames };
+	struct trace_event exec = { .kind = TRACE_EVENT_EXEC, .pid = 7, .tid = 7 };
+	struct trace *trace;
+	char *text;
+
+	snprintf(f->path, sizeof(f->path), "%s/t.json", f->dir);
+	trace = trace__open(&opts);
+	assert_non_null(trace);
+	assert_int_equal(trace__hold(trace, 7), 0);
+	exec.t_ns = 1 * MS;
+	exec.text = "wrapper-program";
+	assert_int_equal(trace__event(trace, &exec), 0);
+	sample(trace, 7, f->fn[0], 2, 6, 2);
+	trace__fold(trace, 7, true);
+	exec.t_ns = 20 * MS;
+	exec.text = "real-program";
+	assert_int_equal(trace__event(trace, &exec), 0);
+	sample(trace, 7, f->fn[1], 2, 4, 21);
+	assert_int_equal(trace__show(trace, 7), 0);
+	assert_int_equal(trace__close(trace, NULL), 0);
+	text = read_text(f->path);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "\"wrapper-program\""));
+	assert_non_null(strstr(text, "\"real-program\""));
+	assert_null(strstr(text, "\"early\""));
+	assert_non_null(strstr(text, "\"late\""));
+	free(text);
 }
 
 /* Past 1 MiB held, a process is shown, nothing lost; a process still held at close is not. */
@@ -170,6 +203,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_hold__shown_or_folded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hold__fold_and_keep_holding, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hold__fold_keeps_events, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hold__bounded, setup, teardown),
 	};
 
