@@ -21,6 +21,7 @@ GALLERY = [("straggler.py", "imbalance"), ("tiny_tasks.py", "task-overhead"),
            ("big_args.py", "serialization"), ("gil_threads.py", "gil-contention"),
            ("oversubscribed.py", "oversubscription"), ("shared_lock.py", "lock-contention"),
            ("spawn_startup.py", "worker-startup"), ("thread_straggler.py", "imbalance"),
+           ("io_wait.py", "io-wait"), ("rate_limited.py", "sleep"),
            ("balanced.py", "(none)")]
 
 

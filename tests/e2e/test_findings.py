@@ -30,6 +30,8 @@ GALLERY = {
     "shared_lock.py": "lock-contention",
     "spawn_startup.py": "worker-startup",
     "thread_straggler.py": "imbalance",
+    "io_wait.py": "io-wait",
+    "rate_limited.py": "sleep",
 }
 
 
