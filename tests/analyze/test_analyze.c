@@ -170,6 +170,99 @@ static void test_analyze__imbalance(void **state)
 	analysis__free(a);
 }
 
+/*
+ * A ThreadPoolExecutor run by hand: 4 worker threads of pid 1 (tids 2-5) each run
+ * _WorkItem.run > job for their tasks (@runs_us), a lock wait for the next task between
+ * them; no markers. Returns when the last task ended.
+ */
+static uint64_t thread_pool_run(struct analysis *a, const uint64_t *runs_us, size_t ntasks)
+{
+	uint64_t at[4] = { MS, MS, MS, MS }, end = 0;
+	size_t i;
+	int t;
+
+	for (t = 0; t < 4; t++)
+		open_at(a, 1, 2 + (uint32_t)t, 0, "_worker");
+	for (i = 0; i < ntasks; i++) {
+		int w = 0;
+		uint32_t tid;
+
+		for (t = 1; t < 4; t++)
+			w = at[t] < at[w] ? t : w;
+		tid = 2 + (uint32_t)w;
+		open_at(a, 1, tid, 1, "_WorkItem.run");
+		leaf(a, 1, tid, 2, "job", at[w] + US, at[w] + US + runs_us[i] * US, false);
+		/* set_result, in the pool's module: not the job */
+		open_at(a, 1, tid, 2, "Future.set_result");
+		{
+			struct trace_summary_slice sl = {
+				.pid = 1,
+				.tid = tid,
+				.depth = 2,
+				.name = "Future.set_result",
+				.file = "/usr/lib/python3.14/concurrent/futures/_base.py",
+				.start_ns = at[w] + US + runs_us[i] * US,
+				.end_ns = at[w] + 2 * US + runs_us[i] * US,
+			};
+
+			assert_int_equal(analysis__close(a, &sl, sl.name), 0);
+		}
+		/* The run ends with its last frame: parents first, as the trace closes them. */
+		close_at(a, 1, tid, 1, "_WorkItem.run", at[w], at[w] + 2 * US + runs_us[i] * US,
+			 false);
+		at[w] += 2 * US + runs_us[i] * US;
+		leaf(a, 1, tid, 1, "lock wait (futex)", at[w], at[w] + 20 * US, true);
+		at[w] += 20 * US;
+		end = at[w] > end ? at[w] : end;
+	}
+	for (t = 0; t < 4; t++) {
+		leaf(a, 1, 2 + (uint32_t)t, 1, "lock wait (futex)", at[t], end, true);
+		close_at(a, 1, 2 + (uint32_t)t, 0, "_worker", 0, end, false);
+	}
+	return end;
+}
+
+static void test_analyze__thread_pool(void **state)
+{
+	/* Seven tasks of 100 ms, the eighth of 800 ms: three threads idle while it runs. */
+	static const uint64_t straggler[] = { 100000, 100000, 100000, 100000,
+					      100000, 100000, 100000, 800000 };
+	static const uint64_t even[] = { 100000, 100000, 100000, 100000,
+					 100000, 100000, 100000, 100000 };
+	struct analysis *a = analysis__new();
+	const struct finding *f;
+	const struct pool_view *v;
+	size_t rank = 99;
+
+	(void)state;
+	analysis__cpus(a, 4);
+	thread_pool_run(a, straggler, 8);
+	assert_int_equal(analysis__finish(a), 0);
+	assert_int_equal(analysis__npools(a), 1);
+	v = analysis__pool(a, 0);
+	assert_true(v->threads);
+	assert_int_equal(v->tasks, 8);
+	assert_int_equal(v->done, 8);
+	assert_int_equal(v->nworkers, 4);
+	assert_true(v->run.max >= 800 * MS && v->run.p50 < 101 * MS);
+	f = find(a, FINDING_IMBALANCE, &rank);
+	assert_non_null(f);
+	assert_int_equal(rank, 0);
+	/* The job by its function, not the pool's set_result, and by its thread. */
+	assert_non_null(strstr(f->where, "job (/app/x.py:7), task 2 of thread "));
+	/* Waits for the next task are idle: no lock contention. */
+	assert_null(find(a, FINDING_LOCK_CONTENTION, NULL));
+	analysis__free(a);
+
+	a = analysis__new();
+	analysis__cpus(a, 4);
+	thread_pool_run(a, even, 8);
+	assert_int_equal(analysis__finish(a), 0);
+	assert_null(find(a, FINDING_IMBALANCE, NULL));
+	assert_null(find(a, FINDING_LOCK_CONTENTION, NULL));
+	analysis__free(a);
+}
+
 static void test_analyze__task_overhead(void **state)
 {
 	static uint64_t tiny[400], fair[400];
@@ -392,6 +485,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_analyze__imbalance),
+		cmocka_unit_test(test_analyze__thread_pool),
 		cmocka_unit_test(test_analyze__task_overhead),
 		cmocka_unit_test(test_analyze__gil_contention),
 		cmocka_unit_test(test_analyze__lock_and_idle),
