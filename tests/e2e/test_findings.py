@@ -151,38 +151,42 @@ class Findings(unittest.TestCase):
                               timeout=120).stdout
         self.assertIn("not decided: pool workers ran, but the trace has no task markers", text)
 
-    def test_attached_straggler(self):
-        """With -p, attached 0.3 s after start to a program that waits 0.6 s before its
-        pool: the same first finding, on 3.12 (fork pool) and sid's 3.14 (forkserver: its
-        workers import the program by its path, so it is a file here)."""
-        with open(os.path.join(WHY, "straggler.py")) as f:
+    def check_attached(self, python, label, script):
+        """With -p, attached 0.3 s after start to the program made to wait 0.6 s first:
+        the same first finding (the program a file, which a forkserver's workers import
+        by its path)."""
+        with open(os.path.join(WHY, script)) as f:
             source = f.read()
-        script = os.path.join(self.dir, "late_straggler.py")
-        with open(script, "w") as f:
+        late = os.path.join(self.dir, "late_" + script)
+        with open(late, "w") as f:
             f.write("import time\ntime.sleep(0.6)\n" + source)
-        for label, python in pythons():
-            with self.subTest(python=label):
-                target = subprocess.Popen([python, script])
-                try:
-                    time.sleep(0.3)
-                    out = os.path.join(self.dir, "attached-%s.json" % label)
-                    p = subprocess.run([TOOL, "-q", "-o", out, "-p", str(target.pid)],
-                                       capture_output=True, text=True, timeout=300)
-                    self.assertEqual(p.returncode, 0, p.stderr)
-                finally:
-                    target.wait(timeout=120)
-                self.first(report_json(out), "imbalance", "straggler.py attached on " + label)
+        target = subprocess.Popen([python, late], stdout=subprocess.DEVNULL)
+        try:
+            time.sleep(0.3)
+            out = os.path.join(self.dir, "attached-%s-%s.json" % (script, label))
+            p = subprocess.run([TOOL, "-q", "-o", out, "-p", str(target.pid)],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+        finally:
+            target.wait(timeout=120)
+        report = report_json(out)
+        self.check_track(out, report)
+        self.first(report, GALLERY[script], "%s attached on %s" % (script, label))
 
-def _bound(python, label, script):
+def _bound(python, label, script, attached=False):
     def test(self):
-        self.check(python, label, script)
+        if attached:
+            self.check_attached(python, label, script)
+        else:
+            self.check(python, label, script)
     return test
 
 
 for _label, _python in pythons():
     for _script in GALLERY:
-        setattr(Findings, "test_%s_%s" % (_script[:-3], _label.replace(".", "_").replace("-", "_")),
-                _bound(_python, _label, _script))
+        _name = "%s_%s" % (_script[:-3], _label.replace(".", "_").replace("-", "_"))
+        setattr(Findings, "test_" + _name, _bound(_python, _label, _script))
+        setattr(Findings, "test_attached_" + _name, _bound(_python, _label, _script, True))
 
 if __name__ == "__main__":
     unittest.main()
