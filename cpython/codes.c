@@ -226,6 +226,14 @@ void cpython_code_name_seen(struct cpython_process *p, uint64_t code, uint64_t f
 
 	if (!p->codes || noted(p, code, fingerprint))
 		return;
+	/*
+	 * A full cache makes no entry (cache_code()), so a note would never be taken nor
+	 * freed: one per new code object the kernel names, unbounded (a process making
+	 * generated functions). Notes waiting are bounded as entries are.
+	 */
+	if (p->codes->entries >= p->codes->max_entries ||
+	    hashmap__count(p->codes->names) >= p->codes->max_entries)
+		return;
 	/* Kept for one found unreadable too (read late, from outside): see cache_code(). */
 	e = cpython_code_lookup(p, code, fingerprint);
 	if (e && !e->unreadable)

@@ -220,12 +220,14 @@ static int read_threads(struct cpython_process *p, const struct cpython_mem *mem
 	const struct cpython_layout *l = &p->layout;
 	struct cpython_thread *list = calloc(CPYTHON_MAX_THREADS, sizeof(*list));
 	uint64_t *pthreads = calloc(CPYTHON_MAX_THREADS, sizeof(*pthreads));
+	struct hashmap *states_read = hashmap__new(); /* tstate -> itself: each state once */
 	uint64_t interp, tstate, check;
 	size_t n = 0, ninterp = 0, guard;
 
-	if (!list || !pthreads) {
+	if (!list || !pthreads || !states_read) {
 		free(list);
 		free(pthreads);
+		hashmap__free(states_read);
 		return -ENOMEM;
 	}
 	if (cpython_read_u64(mem, p->runtime + l->runtime_interpreters_head, &interp))
@@ -239,6 +241,15 @@ static int read_threads(struct cpython_process *p, const struct cpython_mem *mem
 			uint64_t id = 0;
 			uint32_t tid = 0;
 
+			/*
+			 * A list that comes back to a state read already loops (read while it
+			 * changed, or corrupt): it ends there. Followed to the bound, its
+			 * threads came each up to CPYTHON_MAX_THREADS times, and an ident
+			 * that two states hold names neither (cpython_thread_names()).
+			 */
+			if (hashmap__get(states_read, tstate) ||
+			    hashmap__set(states_read, tstate, (void *)(uintptr_t)tstate))
+				break;
 			if (cpython_read_u64(mem, tstate + l->tstate_interp, &check) ||
 			    check != interp)
 				break; /* not a thread state of this interpreter */
@@ -272,6 +283,7 @@ static int read_threads(struct cpython_process *p, const struct cpython_mem *mem
 	if (p->other_pidns)
 		n = host_tids(p, list, n);
 	free(pthreads);
+	hashmap__free(states_read);
 	free(p->threads);
 	p->threads = list;
 	p->nthreads = n;
@@ -280,6 +292,7 @@ static int read_threads(struct cpython_process *p, const struct cpython_mem *mem
 out_fail:
 	free(pthreads);
 	free(list);
+	hashmap__free(states_read);
 	return -EFAULT;
 }
 

@@ -34,7 +34,8 @@ static int32_t frame_lasti(const struct cpython_layout *l, const uint8_t *buf, u
 		return lasti;
 	case CPYTHON_LASTI_UNITS:
 		memcpy(&lasti, buf + l->frame_instr, 4);
-		return lasti < 0 ? -1 : lasti * 2;
+		/* Past INT32_MAX / 2 units no code reaches: twice that would overflow. */
+		return lasti < 0 || lasti > INT32_MAX / 2 ? -1 : lasti * 2;
 	default:
 		memcpy(&ptr, buf + l->frame_instr, 8);
 		if (ptr < code + l->code_adaptive || ptr - (code + l->code_adaptive) > (1u << 30))
@@ -49,7 +50,9 @@ static int32_t raw_lasti(const struct cpython_layout *l, uint64_t instr, uint64_
 	if (l->instr == CPYTHON_LASTI_BYTES || l->instr == CPYTHON_LASTI_UNITS) {
 		int32_t lasti = (int32_t)(uint32_t)instr;
 
-		return l->instr == CPYTHON_LASTI_BYTES ? lasti : (lasti < 0 ? -1 : lasti * 2);
+		if (l->instr == CPYTHON_LASTI_BYTES)
+			return lasti;
+		return lasti < 0 || lasti > INT32_MAX / 2 ? -1 : lasti * 2; /* see frame_lasti */
 	}
 	if (instr < code + l->code_adaptive || instr - (code + l->code_adaptive) > (1u << 30))
 		return -1;
@@ -256,13 +259,13 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 	const struct walk_reads r = walk_reads(l, args != NULL);
 	uint64_t mark = 0;
 	uint32_t n = 0, seen = 0, steps, power = 1, since_mark = 0;
-	bool kept = false; /* the frame before was returned */
+	bool kept = false;   /* the frame before was returned */
+	bool deeper = false; /* the chain goes on past CPYTHON_WALK_FRAMES */
 	uint8_t buf[4096], span[CODE_SPAN_MAX];
 	bool slots_read; /* buf holds the frame's argument slots too */
 
 	*depth = 0;
-	for (steps = 0; frame && seen < CPYTHON_WALK_FRAMES && steps < CPYTHON_WALK_FRAMES * 2;
-	     steps++) {
+	for (steps = 0; frame && steps < CPYTHON_WALK_FRAMES * 2; steps++) {
 		uint64_t code, previous, names[3];
 		uint8_t owner = 0;
 
@@ -311,6 +314,18 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 		if (owner == OWNED_BY_GENERATOR &&
 		    (!generator_running(l, mem, frame) || (!previous && l->minor >= 12)))
 			return -EAGAIN;
+		/*
+		 * Past the frames a walk reads, the chain is only followed, for the cycle
+		 * check: Brent's marks see a cycle entered late (a tail of 4,100 frames into
+		 * one of 100) by step 2 * CPYTHON_WALK_FRAMES whenever its frames repeat
+		 * within the first CPYTHON_WALK_FRAMES; stopped there, the walk returned them
+		 * as a deep stack, cut (tests/cpython/test_hostile_images.c).
+		 */
+		if (seen == CPYTHON_WALK_FRAMES) {
+			deeper = true;
+			frame = previous;
+			continue;
+		}
 		root_owner = owner;
 		if (ring)
 			ring[seen % max] = frame;
@@ -347,9 +362,9 @@ static int walk_chain(const struct cpython_process *p, const struct cpython_mem 
 	if (n)
 		frames[n - 1].entry = true;
 	/* A chain that goes on past the limit is deeper than could be read. */
-	*depth = frame ? CPYTHON_WALK_FRAMES + 1 : seen;
+	*depth = frame || deeper ? CPYTHON_WALK_FRAMES + 1 : seen;
 	*generator_root =
-		!frame &&
+		!frame && !deeper &&
 		(root_owner == OWNED_BY_GENERATOR ||
 		 (n && n == seen && generator_code(l, mem, &r, span, frames[n - 1].code)));
 	return (int)n;

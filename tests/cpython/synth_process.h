@@ -35,11 +35,17 @@
 #define SYNTH_TID 4242
 
 /* Types by enum cpython_type_id, then these. */
-enum { SYNTH_T_NONETYPE = CPYTHON_NONE, SYNTH_T_WIDGET, SYNTH_T_CALL_ITEM, SYNTH_T_COUNT };
+enum {
+	SYNTH_T_NONETYPE = CPYTHON_NONE,
+	SYNTH_T_WIDGET,
+	SYNTH_T_CALL_ITEM,
+	SYNTH_T_CODE, /* what a code object's ob_type points at (cpython/codes.c checks it) */
+	SYNTH_T_COUNT
+};
 #define SYNTH_TYPE(k) (SYNTH_TYPES + (uint64_t)(k)*0x200)
 static const char *const synth_type_names[SYNTH_T_COUNT] = {
 	"int",	"bool", "float",     "str",	 "bytes",  "tuple",	"list",
-	"dict", "set",	"frozenset", "NoneType", "Widget", "_CallItem",
+	"dict", "set",	"frozenset", "NoneType", "Widget", "_CallItem", "code",
 };
 
 static uint8_t synth_image[SYNTH_SIZE];
@@ -93,6 +99,7 @@ static inline void synth_debug_offsets(unsigned minor)
 	w[3 + 2] = 1024;			    /* interpreters_head */
 	w[6 + 2] = 8;				    /* interp: next */
 	w[6 + 3] = 16;				    /* threads_head */
+	w[6 + (minor >= 14 ? 6 : 5)] = 64;	    /* imports_modules: sys.modules */
 	w[sec->tstate + 2] = 8;			    /* next */
 	w[sec->tstate + 3] = 16;		    /* interp */
 	w[sec->tstate + 4] = 72;		    /* current_frame */
@@ -210,29 +217,61 @@ static inline uint64_t synth__list(struct synth *s, uint64_t len)
 	return obj;
 }
 
+/* A bytes object whose ob_size says @size, holding the @n bytes at @data. */
+static inline uint64_t synth__bytes(struct synth *s, int64_t size, const void *data, size_t n)
+{
+	uint64_t obj = synth__object(s, SYNTH_TYPE(CPYTHON_TYPE_BYTES));
+
+	assert_true(s->l.bytes_sval + n <= 0x100);
+	synth_put_u64(obj + s->l.bytes_size, (uint64_t)size);
+	if (n)
+		synth_put(obj + s->l.bytes_sval, data, n);
+	return obj;
+}
+
+/*
+ * A combined dict of @n (at most 8) items, @keys[k] to @values[k]; @str_keys: every key
+ * is a str (3.11+: a unicode table of key, value entries, else hash, key, value).
+ */
+static inline uint64_t synth__dict(struct synth *s, const uint64_t *keys, const uint64_t *values,
+				   unsigned n, bool str_keys)
+{
+	uint64_t dict = synth__object(s, SYNTH_TYPE(CPYTHON_TYPE_DICT)), table = s->cursor;
+	unsigned k;
+
+	assert_true(n <= 8 && table + 0x100 <= SYNTH_OBJECTS_END);
+	s->cursor += 0x100;
+	synth_put_u64(dict + s->l.dict_used, n);
+	synth_put_u64(dict + s->l.dict_keys, table);
+	if (s->l.dicts == CPYTHON_DICTS_38) {
+		synth_put_u64(table + 8, 8);  /* dk_size */
+		synth_put_u64(table + 32, n); /* dk_nentries; 8 one-byte indices at 40 */
+		for (k = 0; k < n; k++) {
+			synth_put_u64(table + 48 + 24 * k + 8, keys[k]);
+			synth_put_u64(table + 48 + 24 * k + 16, values[k]);
+		}
+	} else {
+		/* log2 sizes, then the kind: DICT_KEYS_UNICODE (1) or GENERAL (0) */
+		synth_put(table + 8, (const uint8_t[]){ 3, 3, str_keys ? 1 : 0 }, 3);
+		synth_put_u64(table + 24, n); /* dk_nentries; 8 one-byte indices at 32 */
+		for (k = 0; k < n; k++) {
+			uint64_t entry = table + 40 + (str_keys ? 16 : 24) * k + (str_keys ? 0 : 8);
+
+			synth_put_u64(entry, keys[k]);
+			synth_put_u64(entry + 8, values[k]);
+		}
+	}
+	return dict;
+}
+
 /* An object whose __dict__ (at tp_dictoffset 16, no managed dict) maps @key to @value. */
 static inline uint64_t synth__with_attr(struct synth *s, uint64_t type, const char *key,
 					uint64_t value)
 {
-	uint64_t obj = synth__object(s, type),
-		 dict = synth__object(s, SYNTH_TYPE(CPYTHON_TYPE_DICT));
-	uint64_t name = synth__str(s, 1, true, key, strlen(key)), keys = s->cursor;
+	uint64_t obj = synth__object(s, type), name = synth__str(s, 1, true, key, strlen(key));
 
-	s->cursor += 0x100;
 	synth_put_u64(type + s->l.type_dictoffset, 16);
-	synth_put_u64(obj + 16, dict);
-	synth_put_u64(dict + s->l.dict_keys, keys);
-	if (s->l.dicts == CPYTHON_DICTS_38) {
-		synth_put_u64(keys + 8, 8);  /* dk_size */
-		synth_put_u64(keys + 32, 1); /* dk_nentries; 8 one-byte indices at 40 */
-		synth_put_u64(keys + 48 + 8, name);
-		synth_put_u64(keys + 48 + 16, value);
-	} else {
-		synth_put(keys + 8, (const uint8_t[]){ 3, 3, 1 }, 3); /* log2 sizes, unicode kind */
-		synth_put_u64(keys + 24, 1);			      /* dk_nentries */
-		synth_put_u64(keys + 40, name);
-		synth_put_u64(keys + 48, value);
-	}
+	synth_put_u64(obj + 16, synth__dict(s, &name, &value, 1, true));
 	return obj;
 }
 
