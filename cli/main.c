@@ -19,7 +19,7 @@ static void usage(FILE *f)
 		"usage: pytrace-sample [options] -- CMD [ARGS...]   launch CMD and trace its whole process tree\n"
 		"       pytrace-sample [options] -p PID[,PID...]    attach to running processes and their descendants\n"
 		"       pytrace-sample dump -p PID[,PID...]         print every thread's Python stack once\n"
-		"       pytrace-sample report [--json] TRACE.json[.gz]  print the report of a written trace\n"
+		"       pytrace-sample report [--json] TRACE        print the report of a written trace\n"
 		"\n"
 		"Samples the stacks of every thread of a process tree and writes a time-ordered flame chart\n"
 		"(Chrome Trace Event Format): open it at https://ui.perfetto.dev or in Chrome DevTools >\n"
@@ -90,17 +90,17 @@ static void usage(FILE *f)
 		"\n"
 		"dump takes only -p and -v.\n"
 		"\n"
-		"report: at the end of a recording (unless -q), and for a written JSON trace with\n"
-		"'report', a short report computed from the trace's slices. First the findings: the\n"
-		"causes of slowness found (imbalance, serialization, task-overhead, worker-startup,\n"
-		"gil-contention, oversubscription, cpu-starved, lock-contention, io-wait, sleep), each\n"
-		"with its share of the work threads' time, its evidence, where to look and what to\n"
-		"try; each pool's tasks and workers. Then per process and thread the wall time, the\n"
-		"time on a CPU and the waits by reason (sleep, lock wait, read, preempted ...); the\n"
-		"functions with the most self time; the longest waits with the stack that waited.\n"
-		"'report --json' prints the findings and pools as one JSON object instead, for\n"
-		"scripts (docs/findings.md). Exit status: 0, 64 usage, 65 not a trace, 66 no such\n"
-		"file.\n"
+		"report: at the end of a recording (unless -q), and with 'report' for a written trace\n"
+		"(.json, .json.gz or .pftrace), a short report computed from the trace's slices. First\n"
+		"the findings: the causes of slowness found (imbalance, serialization, task-overhead,\n"
+		"worker-startup, gil-contention, oversubscription, cpu-starved, lock-contention,\n"
+		"io-wait, sleep), each with its share of the work threads' time, its evidence, where to\n"
+		"look and what to try; each pool's tasks and workers. Then per process and thread the\n"
+		"wall time, the time on a CPU and the waits by reason (sleep, lock wait, read,\n"
+		"preempted ...); the functions with the most self time; the longest waits with the\n"
+		"stack that waited. 'report --json' prints the findings and pools as one JSON object\n"
+		"instead, for scripts (docs/findings.md). Exit status: 0, 64 usage, 65 not a trace, 66\n"
+		"no such file.\n"
 		"\n"
 		"other:\n"
 		"  -q, --quiet           no progress line, summary or report, only errors\n"
@@ -279,8 +279,7 @@ static int parse_args(int argc, char **argv, struct cli_opts *o)
 	if (argc > 1 && !strcmp(argv[1], "report")) {
 		o->report_json = argc == 4 && !strcmp(argv[2], "--json");
 		if (argc != 3 + o->report_json || argv[argc - 1][0] == '-')
-			return bad_usage("%s",
-					 "usage: pytrace-sample report [--json] TRACE.json[.gz]");
+			return bad_usage("%s", "usage: pytrace-sample report [--json] TRACE");
 		o->report = argv[argc - 1];
 		return -1;
 	}

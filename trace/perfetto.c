@@ -27,7 +27,7 @@
 #include "perfetto.h"
 
 static const char *const arg_names[] = { NULL,	    "samples", "waits", "child_pid",
-					 "program", "status",  "why" };
+					 "program", "status",  "why",	"first_line" };
 
 static uint64_t track_key(uint32_t pid, uint32_t tid)
 {
@@ -174,7 +174,7 @@ void pftrace__header(struct trace *trace)
 	for (k = 0; k < FRAME_KIND_COUNT; k++)
 		intern_entry(in, INTERNED_CATEGORIES, (uint64_t)k + 1, frame_kind__name(k));
 	intern_entry(in, INTERNED_CATEGORIES, PF_CATEGORY_PROCESS, "process");
-	for (k = 1; k <= ARG_WHY; k++)
+	for (k = 1; k <= ARG_LAST; k++)
 		intern_entry(in, INTERNED_ANNOTATION_NAMES, (uint64_t)k, arg_names[k]);
 	pf_packet_end(trace);
 }
@@ -396,6 +396,10 @@ static int write_begin(struct trace *trace, const struct pf_track *t, const stru
 		pb_uint(p, TE_NAME_IID, o->func);
 		pb_uint(p, TE_CATEGORY_IIDS, (uint64_t)f->kind + 1);
 		pb_uint(p, TE_SOURCE_LOCATION_IID, place);
+		/* The place is the line run; the function's own first line, where it differs
+		 * (the JSON's first_line: what the report names a function by). */
+		if (f->line && o->line && o->line != f->line)
+			put_uint_arg(p, ARG_FIRST_LINE, f->line);
 		put_call_args(p, frame_table__args(trace->opts.frames), o->args);
 	} else {
 		pb_string(p, TE_NAME, "[bad frame id]");

@@ -80,7 +80,16 @@ enum { CLOCK_MONOTONIC = 3, CLOCK_JSON_US = 64 };
 #define PF_COUNTER_BUCKET_NS 100000000ULL	   /* CPU % over 100 ms */
 
 /* Interned argument names, iids 1.. in this order. */
-enum { ARG_SAMPLES = 1, ARG_WAITS, ARG_CHILD_PID, ARG_PROGRAM, ARG_STATUS, ARG_WHY };
+enum {
+	ARG_SAMPLES = 1,
+	ARG_WAITS,
+	ARG_CHILD_PID,
+	ARG_PROGRAM,
+	ARG_STATUS,
+	ARG_WHY,
+	ARG_FIRST_LINE,
+	ARG_LAST = ARG_FIRST_LINE
+};
 
 /* A slice that opened on a thread and whose end is not written yet. */
 struct pf_open {

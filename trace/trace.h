@@ -244,5 +244,12 @@ const struct analysis *trace_summary__analysis(struct trace_summary *s);
  * trace, -ENOMEM.
  */
 int trace_summary__read_json(struct trace_summary *s, const char *path);
+/*
+ * The same from the Perfetto trace at @path (.pftrace, as trace/perfetto.c writes it):
+ * its thread tracks' slices, the processes' and threads' names, the statistics' notes.
+ * Hostile input is bounded (trace/pftrace_read.c); a file cut short gives what its whole
+ * packets hold. -ENOENT (or another open error), -EINVAL when it is not a trace, -ENOMEM.
+ */
+int trace_summary__read_pftrace(struct trace_summary *s, const char *path);
 
 #endif

@@ -97,7 +97,7 @@ class Install(unittest.TestCase):
             r = run(["man", "--warnings", "-l", page], env=env)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("EXIT STATUS", r.stdout)
-            self.assertIn("pytrace-sample report [--json] TRACE.json[.gz]", r.stdout)
+            self.assertIn("pytrace-sample report [--json] TRACE", r.stdout)
             said += ["man: " + l for l in r.stderr.splitlines()]
         if shutil.which("groff"):
             r = run(["groff", "-man", "-Tutf8", "-ww", "-z", page])
