@@ -220,6 +220,8 @@ static void note_losses(struct session *s)
 	trace__note(s->trace, "tool_cpu_ns", tool_ns);
 	if (s->folded.processes)
 		trace__note(s->trace, "wrapper_processes_folded", s->folded.processes);
+	if (frame_table__losses(s->frames))
+		trace__note(s->trace, "frames_past_table_bound", frame_table__losses(s->frames));
 	if (s->summary)
 		trace_summary__tool_cpu(s->summary, tool_ns);
 	trace__note(s->trace, "off_cpu_spans", st.off_cpu_spans);

@@ -15,6 +15,9 @@ struct frame_entry {
 struct frame_table {
 	struct frame_entry *entries; /* entries[id - 1] */
 	uint32_t count, capacity;
+	uint64_t bytes;		 /* the entries' and their strings' */
+	uint32_t full_id;	 /* the frame standing for those past the bound; 0: none yet */
+	uint64_t losses;	 /* interned as it */
 	struct hashmap *by_hash; /* hash -> first id, stored as a pointer-sized integer */
 	struct args_table *args;
 };
@@ -96,6 +99,7 @@ static uint32_t add_entry(struct frame_table *table, const struct frame_info *in
 		errno = ENOMEM;
 		return 0;
 	}
+	table->bytes += sizeof(*entry) + strlen(info->name) + strlen(info->file) + 2;
 	return ++table->count;
 }
 
@@ -117,6 +121,16 @@ uint32_t frame_table__intern(struct frame_table *table, const struct frame_info 
 		if (same_info(&table->entries[id - 1].info, &key))
 			return id;
 	}
+	if (table->count >= FRAME_TABLE_MAX || table->bytes >= FRAME_TABLE_MAX_BYTES) {
+		table->losses++;
+		if (!table->full_id) {
+			const struct frame_info full = { "[frames past the table's bound]", "", 0,
+							 FRAME_NATIVE };
+
+			table->full_id = add_entry(table, &full, 0);
+		}
+		return table->full_id;
+	}
 	id = add_entry(table, &key, first);
 	if (!id)
 		return 0;
@@ -133,6 +147,11 @@ const struct frame_info *frame_table__get(const struct frame_table *table, uint3
 	if (!id || id > table->count)
 		return NULL;
 	return &table->entries[id - 1].info;
+}
+
+uint64_t frame_table__losses(const struct frame_table *table)
+{
+	return table->losses;
 }
 
 const char *frame_kind__name(enum frame_kind kind)

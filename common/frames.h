@@ -41,6 +41,16 @@ uint32_t frame_table__intern(struct frame_table *table, const struct frame_info 
 /* Returns the frame with @id, borrowed until the table is freed, or NULL for a bad id. */
 const struct frame_info *frame_table__get(const struct frame_table *table, uint32_t id);
 
+/*
+ * The table's bound: past FRAME_TABLE_MAX entries or FRAME_TABLE_MAX_BYTES of them
+ * (names and files included), a new frame is interned as one "[frames past the
+ * table's bound]" frame, and counted: a target making millions of distinct functions
+ * costs the tool no more than that.
+ */
+#define FRAME_TABLE_MAX (1u << 20)
+#define FRAME_TABLE_MAX_BYTES (256u << 20)
+uint64_t frame_table__losses(const struct frame_table *table);
+
 /* The argument lists shown with the table's frames (trace_frame.args), owned by it. */
 struct args_table *frame_table__args(const struct frame_table *table);
 

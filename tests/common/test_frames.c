@@ -83,9 +83,51 @@ static void test_frames__bad_input(void **state)
 	frame_table__free(NULL);
 }
 
+/*
+ * A target making millions of distinct functions: past FRAME_TABLE_MAX frames the table
+ * gives one standing frame for the rest and counts them, its memory bounded; frames
+ * known before still resolve as themselves.
+ */
+static void test_frames__bounded(void **state)
+{
+	struct frame_table *t = frame_table__new();
+	struct frame_info info = { NULL, "/gen.py", 1, FRAME_PYTHON };
+	uint32_t i, first = 0, past[2];
+	char name[32];
+
+	(void)state;
+	assert_non_null(t);
+	for (i = 0; i < FRAME_TABLE_MAX; i++) {
+		uint32_t id;
+
+		snprintf(name, sizeof(name), "f%u", i);
+		info.name = name;
+		id = frame_table__intern(t, &info);
+		assert_int_equal(id, i + 1);
+		if (!first)
+			first = id;
+	}
+	assert_int_equal(frame_table__losses(t), 0);
+	for (i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "new%u", i);
+		info.name = name;
+		past[i] = frame_table__intern(t, &info);
+		assert_int_not_equal(past[i], 0);
+	}
+	assert_int_equal(past[0], past[1]);
+	assert_string_equal(frame_table__get(t, past[0])->name, "[frames past the table's bound]");
+	assert_int_equal(frame_table__losses(t), 2);
+	/* A frame interned before the bound is still found, not counted. */
+	info.name = "f0";
+	assert_int_equal(frame_table__intern(t, &info), first);
+	assert_int_equal(frame_table__losses(t), 2);
+	frame_table__free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_frames__bounded),
 		cmocka_unit_test(test_frames__interning),
 		cmocka_unit_test(test_frames__many),
 		cmocka_unit_test(test_frames__bad_input),
