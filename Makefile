@@ -153,6 +153,7 @@ check:
 	$(MAKE) WERROR=1 all $(BUILD)/asan/pytrace-sample $(BUILD)/tsan/pytrace-sample $(TEST_BINS) \
 		$(TEST_HELPERS) $(FIXTURES)
 	$(MAKE) format-check static
+	$(MAKE) fuzz-regress
 	$(MAKE) WERROR=1 test
 
 format:
@@ -183,3 +184,77 @@ clean:
 	rm -rf $(BUILD) pytrace-sample
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# libFuzzer harnesses of the readers of untrusted bytes (tests/fuzz/README.md). `make fuzz`
+# runs each for FUZZ_SECONDS on a corpus in build/fuzz/ seeded from tests/fuzz/corpus/
+# (the committed one is only read); `make fuzz-regress` runs each once over its seeds and
+# tests/fuzz/crashes/ (inputs that crashed it once). Both fail when a harness crashes.
+.PHONY: fuzz fuzz-build fuzz-regress
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_FLAGS ?=
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+	$(FUZZ_SAN_EXTRA)
+FUZZ_CFLAGS := $(BASE_CFLAGS) -g -O1 $(FUZZ_SAN)
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_SRCS := $(filter-out sampler/bpf_reader.c,$(LIB_SRCS))
+FUZZ_OBJS := $(FUZZ_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_LIB := $(BUILD)/fuzz/libpytrace.a
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB) $(PKG_LIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: $(FUZZ_BINS)
+	@failed=; for n in $(FUZZ_NAMES); do \
+		mkdir -p $(BUILD)/fuzz/corpus/$$n $(BUILD)/fuzz/artifacts/$$n; \
+		cp -n tests/fuzz/corpus/$$n/* $(BUILD)/fuzz/corpus/$$n/ 2>/dev/null; \
+		echo "fuzz: $$n for $(FUZZ_SECONDS) s"; \
+		$(BUILD)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+			-artifact_prefix=$(BUILD)/fuzz/artifacts/$$n/ \
+			$$(test -f tests/fuzz/$$n.dict && echo -dict=tests/fuzz/$$n.dict) $(FUZZ_FLAGS) \
+			$(BUILD)/fuzz/corpus/$$n $$(test -d tests/fuzz/crashes/$$n && echo tests/fuzz/crashes/$$n) \
+			> $(BUILD)/fuzz/$$n.log 2>&1 || failed="$$failed $$n"; \
+		grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^SUMMARY' $(BUILD)/fuzz/$$n.log; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: crashed:$$failed (logs and inputs in $(BUILD)/fuzz/)" >&2; exit 1; fi
+
+fuzz-regress: $(FUZZ_BINS)
+	@for n in $(FUZZ_NAMES); do \
+		files=$$(find tests/fuzz/corpus/$$n tests/fuzz/crashes/$$n -type f 2>/dev/null); \
+		test -n "$$files" || continue; \
+		$(BUILD)/fuzz/fuzz_$$n -timeout=10 $$files > $(BUILD)/fuzz/$$n.regress.log 2>&1 || \
+			{ tail -40 $(BUILD)/fuzz/$$n.regress.log >&2; echo "fuzz-regress: $$n crashed" >&2; exit 1; }; \
+		echo "fuzz-regress: $$n: $$(echo $$files | wc -w) inputs"; \
+	done
+
+# Writes the generated seeds again (tests/fuzz/gen_seeds.c, dump_linetables.py, ELF files).
+.PHONY: fuzz-seeds
+$(BUILD)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c $(wildcard tests/fuzz/*.h) $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -o $@ $< $(FUZZ_LIB) $(PKG_LIBS)
+
+SEED_ELF_FLAGS := -Os -nostdlib -fno-asynchronous-unwind-tables -fno-stack-protector -s \
+	-Wl,--build-id=none -Wl,-z,noseparate-code -Wl,--hash-style=gnu
+SEED_ELF := tests/fuzz/corpus/elf
+
+fuzz-seeds: $(BUILD)/fuzz/gen_seeds
+	$(BUILD)/fuzz/gen_seeds tests/fuzz/corpus
+	mkdir -p $(SEED_ELF) $(BUILD)/fuzz/seeds
+	$(CC) $(SEED_ELF_FLAGS) -shared -fPIC -o $(BUILD)/fuzz/seeds/libpython3.12.so.1.0 \
+		tests/fuzz/seeds/libpython.c
+	cp $(BUILD)/fuzz/seeds/libpython3.12.so.1.0 $(SEED_ELF)/libpython3.12.so
+	$(CC) $(SEED_ELF_FLAGS) -fPIE -pie -o $(SEED_ELF)/python3.12-launcher tests/fuzz/seeds/launcher.c \
+		-L$(BUILD)/fuzz/seeds -l:libpython3.12.so.1.0
+	$(CC) $(SEED_ELF_FLAGS) -static -o $(SEED_ELF)/python3.13-static-stripped tests/fuzz/seeds/plain.c
+	for py in /root/.pyenv/versions/3.*/bin/python3 /usr/bin/python3.1[0-9]; do \
+		test -x $$py && $$py tests/fuzz/dump_linetables.py tests/fuzz/corpus/line_table || true; \
+	done

@@ -346,7 +346,8 @@ static bool decode_int(const struct cpython_layout *l, const struct cpython_raw_
 
 		memcpy(&size, w + l->long_size - WORDS_AT, 8);
 		negative = size < 0;
-		ndigits = negative ? (uint64_t)-size : (uint64_t)size;
+		/* Negated unsigned: -INT64_MIN overflows (fuzz_cpython_objects). */
+		ndigits = negative ? 0 - (uint64_t)size : (uint64_t)size;
 	}
 	v->kind = CPYTHON_VALUE_INT;
 	if (ndigits > 3) {

@@ -33,11 +33,13 @@ static unsigned minor_from_py_version(Elf *elf, uint64_t vaddr)
 		Elf_Data *data;
 		uint32_t v;
 
+		/* Offsets, not ends: a symbol's value near 2^64 wrapped past them (fuzz_elf). */
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || vaddr < sh.sh_addr ||
-		    vaddr + 4 > sh.sh_addr + sh.sh_size)
+		    sh.sh_size < 4 || vaddr - sh.sh_addr > sh.sh_size - 4)
 			continue;
 		data = elf_getdata(scn, NULL);
-		if (!data || !data->d_buf || vaddr - sh.sh_addr + 4 > data->d_size)
+		if (!data || !data->d_buf || data->d_size < 4 ||
+		    vaddr - sh.sh_addr > data->d_size - 4)
 			return 0;
 		memcpy(&v, (const char *)data->d_buf + (vaddr - sh.sh_addr), 4);
 		return v >> 24 == 3 ? (v >> 16) & 0xff : 0;

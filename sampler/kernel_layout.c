@@ -81,6 +81,9 @@ static int view_init(struct btf_view *v, const void *data, size_t size)
 	    (uint64_t)h->str_off + h->str_len > size - h->hdr_len || !h->str_len)
 		return -EINVAL;
 	v->types = (const uint8_t *)data + h->hdr_len + h->type_off;
+	/* Types are read in place as 4-byte words: a section off that alignment is not BTF. */
+	if ((uintptr_t)v->types % 4)
+		return -EINVAL;
 	v->types_len = h->type_len;
 	v->strings = (const char *)data + h->hdr_len + h->str_off;
 	v->strings_len = h->str_len;

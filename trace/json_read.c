@@ -136,8 +136,13 @@ static char *read_string(struct json_in *in, bool keep)
 			buf[0] = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
 			if (e == 'b' || e == 'f')
 				buf[0] = e == 'b' ? '\b' : '\f';
+			if (e == 'u' && q - in->p < 4) {
+				/* Not JSON; its U+FFFD would outgrow the copy ("\u": 2 bytes to 3). */
+				fail(in);
+				break;
+			}
 			if (e == 'u')
-				len = put_utf8(buf, in->p + 4 <= q ? hex4(in) : 0xfffd);
+				len = put_utf8(buf, hex4(in));
 			if (out)
 				memcpy(out + n, buf, len);
 			n += len;
@@ -151,7 +156,7 @@ static char *read_string(struct json_in *in, bool keep)
 	return out;
 }
 
-/* A number as an unsigned integer (fractions dropped, negatives 0). */
+/* A number as an unsigned integer (fractions dropped, negatives and NaN 0). */
 static uint64_t read_number(struct json_in *in)
 {
 	char *end;
@@ -164,6 +169,9 @@ static uint64_t read_number(struct json_in *in)
 		return 0;
 	}
 	in->p = end;
+	/* Past 2^64 (1e30, inf) saturates: converting it is undefined (fuzz_json_read). */
+	if (v >= 18446744073709551616.0)
+		return UINT64_MAX;
 	return v > 0 ? (uint64_t)v : 0;
 }
 
@@ -457,7 +465,9 @@ static int feed(struct reader *r)
 
 	if (!stack)
 		return -ENOMEM;
-	qsort(r->slices, r->count, sizeof(*r->slices), by_thread_time);
+	/* A trace without slices has no array, and qsort() must not be given NULL. */
+	if (r->count)
+		qsort(r->slices, r->count, sizeof(*r->slices), by_thread_time);
 	for (i = 0; i <= r->count && !err; i++) {
 		const struct read_slice *s = i < r->count ? &r->slices[i] : NULL;
 
