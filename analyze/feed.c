@@ -376,13 +376,17 @@ static struct an_task *find_task(struct analysis *a, bool executor, int64_t job,
 static int message(struct analysis *a, struct an_thread *t, const struct trace_summary_slice *sl)
 {
 	bool executor = !strncmp(sl->name, "executor ", 9);
-	const char *what = sl->name + (executor ? 9 : 5); /* "task sent", "result received" */
-	bool result = !strncmp(what, "result", 6);
-	bool sent = strstr(what, " sent") != NULL;
+	const char *what;
+	bool result, sent;
 	struct an_task *k;
 
+	/* The prefix first: a trace's name can be anything ("t": past its end, found by
+	 * fuzz_json_read). */
 	if (strncmp(sl->name, "pool ", 5) && !executor)
 		return 0;
+	what = sl->name + (executor ? 9 : 5); /* "task sent", "result received" */
+	result = !strncmp(what, "result", 6);
+	sent = strstr(what, " sent") != NULL;
 	k = find_task(a, executor, sl->job, sl->task);
 	if (!k)
 		return a->dropped ? 0 : -ENOMEM;

@@ -442,6 +442,7 @@ static int find_task_code(struct cpython_process *p, const struct cpython_mem *m
 			  const char *module, const char *name)
 {
 	uint64_t func, code, names[2];
+	uint32_t version = 0;
 	int err = cpython_module_global(p, mem, module, name, &func);
 
 	if (err)
@@ -449,9 +450,14 @@ static int find_task_code(struct cpython_process *p, const struct cpython_mem *m
 	if (!p->layout.function_code ||
 	    cpython_read_u64(mem, func + p->layout.function_code, &code) || !code ||
 	    cpython_read_u64(mem, code + p->layout.code_filename, &names[0]) ||
-	    cpython_read_u64(mem, code + p->layout.code_name, &names[1]))
+	    cpython_read_u64(mem, code + p->layout.code_name, &names[1]) ||
+	    (p->layout.code_version &&
+	     mem->read(mem->ctx, code + p->layout.code_version, &version, sizeof(version))))
 		return -EFAULT;
-	cache_code(p, mem, code, names[0] ^ (names[1] << 1), 0);
+	/* The fingerprint the walk makes: with co_version on 3.12-3.13, else same_code()
+	 * refused the entry there and the task code was never noted (fuzz_cpython_objects). */
+	cache_code(p, mem, code,
+		   cpython_fingerprint(names[0], cpython_name_word(names[1], version)), 0);
 	return 0;
 }
 
