@@ -142,26 +142,6 @@ int cpython_read_arg_slots(const struct cpython_layout *l, const struct cpython_
 	return (int)i;
 }
 
-int cpython_read_args(const struct cpython_layout *l, const struct cpython_mem *mem,
-		      const struct cpython_types *t, uint64_t frame, uint64_t code,
-		      struct cpython_args_out *out)
-{
-	int32_t counts[3]; /* co_argcount, co_posonlyargcount, co_kwonlyargcount */
-	uint64_t slots[CPYTHON_MAX_ARGS];
-	int n;
-
-	if (!l->frame_localsplus || !l->code_argcount || !layout_fits(l))
-		return 0;
-	if (mem->read(mem->ctx, code + l->code_argcount, counts, sizeof(counts)))
-		return -EFAULT;
-	n = cpython_param_count(counts);
-	if (n <= 0)
-		return n;
-	if (mem->read(mem->ctx, frame + l->frame_localsplus, slots, (size_t)n * sizeof(slots[0])))
-		return -EFAULT;
-	return cpython_read_arg_slots(l, mem, t, slots, (uint32_t)n, out);
-}
-
 int cpython_read_task_locals(const struct cpython_layout *l, const struct cpython_mem *mem,
 			     const struct cpython_types *t, uint64_t frame,
 			     const struct cpython_task_code *task, struct cpython_args_out *out)

@@ -332,15 +332,6 @@ void cpython_arg_canonical(const struct cpython_layout *l, const struct cpython_
 			   struct cpython_raw_arg *a);
 
 /*
- * Reads the values of the parameters of the frame at @frame, whose code object is at
- * @code, as the kernel does (see bpf/pytrace.bpf.c): up to CPYTHON_MAX_ARGS of them,
- * appended to @out as room allows. Returns how many, or -EFAULT.
- */
-int cpython_read_args(const struct cpython_layout *l, const struct cpython_mem *mem,
-		      const struct cpython_types *t, uint64_t frame, uint64_t code,
-		      struct cpython_args_out *out);
-
-/*
  * The same in two steps, for a walk that read the code's counts and the frame's slots
  * with what it reads anyway: how many parameters are read of a code whose co_argcount,
  * co_posonlyargcount and co_kwonlyargcount are @counts (-EFAULT: none has those), then

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "../../cpython/cpython.h"
+#include "frame_args.h"
 
 #define T_INT 0x1000
 #define T_BOOL 0x2000
@@ -168,7 +169,7 @@ static int read_frame(const struct cpython_layout *l, struct space *sp, int32_t 
 
 	memcpy(sp->bytes + (CODE_AT - SPACE_BASE) + l->code_argcount, counts, sizeof(counts));
 	memcpy(sp->bytes + (FRAME_AT - SPACE_BASE) + l->frame_localsplus, slots, n * 8);
-	got = cpython_read_args(l, &mem, &types, FRAME_AT, CODE_AT, &out);
+	got = frame_args(l, &mem, &types, FRAME_AT, CODE_AT, &out);
 	if (got < 0)
 		return got;
 	while (k < max && cpython_next_arg(buf, out.used, &at, &a, &text)) {
@@ -416,10 +417,10 @@ static void test_args__canonical(void **state)
 		       sizeof(slots));
 		for (i = 0; i < 3; i++)
 			sp->objects[i] = &objs[i];
-		assert_int_equal(cpython_read_args(l, &mem, &types, FRAME_AT, CODE_AT, &out_a), 3);
+		assert_int_equal(frame_args(l, &mem, &types, FRAME_AT, CODE_AT, &out_a), 3);
 		for (i = 0; i < 3; i++)
 			sp->objects[i] = &later[i];
-		assert_int_equal(cpython_read_args(l, &mem, &types, FRAME_AT, CODE_AT, &out_b), 3);
+		assert_int_equal(frame_args(l, &mem, &types, FRAME_AT, CODE_AT, &out_b), 3);
 		assert_int_equal(out_a.used, out_b.used);
 		assert_memory_not_equal(a, b, out_a.used);
 		while (cpython_next_arg(a, out_a.used, &at_a, &ra, &ta) &&
@@ -431,7 +432,7 @@ static void test_args__canonical(void **state)
 		/* A value that did change is still told apart. */
 		set_u64(&later[2], 16, 4);
 		out_b.used = 0;
-		assert_int_equal(cpython_read_args(l, &mem, &types, FRAME_AT, CODE_AT, &out_b), 3);
+		assert_int_equal(frame_args(l, &mem, &types, FRAME_AT, CODE_AT, &out_b), 3);
 		at_a = at_b = 0;
 		for (i = 0; i < 3; i++) {
 			assert_true(cpython_next_arg(a, out_a.used, &at_a, &ra, &ta));

@@ -13,6 +13,7 @@
 #include "fuzz_layout.h"
 
 #include "../../cpython/internal.h"
+#include "../cpython/frame_args.h"
 
 struct objects_head {
 	uint8_t minor;	   /* fuzz_minor() */
@@ -105,7 +106,7 @@ static void arguments(const struct cpython_layout *l, const struct cpython_mem *
 	out.size = OUT_SIZE;
 	out.used = 0;
 	memcpy(task.slots, h->task_slots, sizeof(task.slots));
-	cpython_read_args(l, mem, t, h->frame, h->code, &out);
+	frame_args(l, mem, t, h->frame, h->code, &out);
 	cpython_read_task_locals(l, mem, t, h->frame, &task, &out);
 	decode_records(l, t, out.buf, out.used);
 	free(out.buf);
