@@ -106,7 +106,12 @@ $(BUILD)/bench/stamp: bench/stamp.c
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -o $@ $<
 
-bench: pytrace-sample $(BUILD)/bench/cpu_bound $(BUILD)/bench/stamp
+$(BUILD)/bench/btf_scan: bench/btf_scan.c $(BUILD)/obj/sampler/kernel_layout.o
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -o $@ $^ $(PKG_LIBS)
+
+bench: pytrace-sample $(BUILD)/bench/cpu_bound $(BUILD)/bench/stamp $(BUILD)/bench/btf_scan
+	$(BUILD)/bench/btf_scan
 	python3 bench/perf_overhead.py
 	python3 bench/python_split.py
 	python3 bench/kernel_walk.py

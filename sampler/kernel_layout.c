@@ -19,7 +19,9 @@
 /*
  * A BTF blob with an index from type id to its description, built only as far as a
  * lookup needs: the types sought come early in vmlinux, and every page of the mapped
- * file touched costs a fault (indexing all 126,000 types took 5 ms of CPU).
+ * file touched costs a fault. bench/btf_scan: the lookup took 0.22-1.5 ms (median 0.32)
+ * where libbpf's btf__parse() of the whole file took 3.7-53 ms (median 4.2), 21 calls
+ * each on this machine's kernel 6.18.
  */
 struct btf_view {
 	const uint8_t *types;

@@ -5,7 +5,8 @@
  * file: a sorted symbol table, and a cache from file address to function and line.
  * Debug files and line tables are found and decoded by the image's own libdwfl session,
  * lazily, once for all processes: a spawn pool starts a fresh interpreter per task, and
- * per process this cost ~30 MB and ~100 ms each (libc's debug file is compressed).
+ * each would otherwise decode the same debug files again (libc's is compressed);
+ * bench/spawn_pool.py measures what a spawn pool costs the tool.
  */
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
