@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "../common/hashmap.h"
+#include "read_feed.h"
 #include "trace.h"
 
 #define JSON_MAX_NESTING 64
@@ -17,17 +18,6 @@
 struct json_in {
 	const char *p, *end;
 	int err; /* -EINVAL once the text is not JSON */
-};
-
-struct read_slice {
-	uint32_t pid, tid;
-	uint64_t ts, dur;
-	char *name;
-	const char *file; /* interned by the reader */
-	uint32_t line;
-	int64_t job, task;
-	bool off_cpu, no_gil, message;
-	size_t order;
 };
 
 /* The event's fields that matter here, in the order they came. */
@@ -419,72 +409,10 @@ static void top_member(struct json_in *in, const char *key, void *ctx, int nesti
 		fail(in);
 }
 
-/* By thread, then start; longer first at one start; then as written. */
-static int by_thread_time(const void *a, const void *b)
-{
-	const struct read_slice *x = a, *y = b;
-
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	if (x->ts != y->ts)
-		return x->ts < y->ts ? -1 : 1;
-	if (x->dur != y->dur)
-		return x->dur > y->dur ? -1 : 1;
-	return x->order < y->order ? -1 : x->order > y->order;
-}
-
-static int close_slice(struct reader *r, const struct read_slice *s, uint32_t depth)
-{
-	struct trace_summary_slice sl = {
-		.pid = s->pid,
-		.tid = s->tid,
-		.depth = depth,
-		.name = s->name,
-		.off_cpu = s->off_cpu,
-		.no_gil = s->no_gil,
-		.message = s->message,
-		.job = s->job,
-		.task = s->task,
-		.file = s->file,
-		.line = s->line,
-		.start_ns = r->origin_ns + (s->ts - 1) * 1000,
-		.end_ns = r->origin_ns + (s->ts - 1 + s->dur) * 1000,
-	};
-
-	return trace_summary__close(r->summary, &sl);
-}
-
-/* Nests each thread's slices again and feeds them, opened and closed in order. */
+/* Each thread's slices nested again and fed; ts 1 us is the origin (trace_to_us()). */
 static int feed(struct reader *r)
 {
-	const struct read_slice **stack = calloc(r->count + 1, sizeof(*stack));
-	size_t i, depth = 0;
-	int err = 0;
-
-	if (!stack)
-		return -ENOMEM;
-	/* A trace without slices has no array, and qsort() must not be given NULL. */
-	if (r->count)
-		qsort(r->slices, r->count, sizeof(*r->slices), by_thread_time);
-	for (i = 0; i <= r->count && !err; i++) {
-		const struct read_slice *s = i < r->count ? &r->slices[i] : NULL;
-
-		while (depth && !err &&
-		       (!s || stack[depth - 1]->pid != s->pid || stack[depth - 1]->tid != s->tid ||
-			stack[depth - 1]->ts + stack[depth - 1]->dur <= s->ts)) {
-			depth--;
-			err = close_slice(r, stack[depth], (uint32_t)depth);
-		}
-		if (!s || err)
-			break;
-		err = trace_summary__open(r->summary, s->pid, s->tid, (uint32_t)depth, s->name,
-					  s->file);
-		stack[depth++] = s;
-	}
-	free(stack);
-	return err;
+	return read_feed(r->summary, r->slices, r->count, r->origin_ns - 1000, 1000);
 }
 
 /* The whole file, uncompressed when gzip'd, with a NUL after it. */
@@ -547,7 +475,7 @@ int trace_summary__read_json(struct trace_summary *s, const char *path)
 	if (!err)
 		err = feed(&r);
 	for (i = 0; i < r.count; i++)
-		free(r.slices[i].name);
+		free((char *)r.slices[i].name);
 	free(r.slices);
 	hashmap__free_all(r.files, free);
 	free(data);

@@ -24,6 +24,7 @@
 #include "../common/hashmap.h"
 #include "../common/log.h"
 #include "pb_in.h"
+#include "read_feed.h"
 #include "perfetto.h"
 #include "trace.h"
 
@@ -710,80 +711,41 @@ static int pair_ends(struct pfr_reader *r)
 	return 0;
 }
 
-/* By thread, then start; longer first at one start; then as written (json_read.c's). */
-static int by_thread_time(const void *a, const void *b)
-{
-	const struct pfr_event *x = a, *y = b;
-
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	if (x->ts != y->ts)
-		return x->ts < y->ts ? -1 : 1;
-	if (x->dur != y->dur)
-		return x->dur > y->dur ? -1 : 1;
-	return x->order < y->order ? -1 : x->order > y->order;
-}
-
-static int close_slice(struct pfr_reader *r, const struct pfr_event *s, uint32_t depth)
-{
-	struct trace_summary_slice sl = {
-		.pid = s->pid,
-		.tid = s->tid,
-		.depth = depth,
-		.name = s->name,
-		.off_cpu = s->flags & F_OFF_CPU,
-		.no_gil = s->flags & F_NO_GIL,
-		.message = s->flags & F_MESSAGE,
-		.job = s->job,
-		.task = s->task,
-		.file = s->file,
-		.line = s->line,
-		.start_ns = s->ts,
-		.end_ns = s->ts + s->dur,
-	};
-
-	return trace_summary__close(r->summary, &sl);
-}
-
 /*
- * Keeps the slices (begins that ended, not empty) and feeds them as json_read.c's feed()
- * does, nested again by time per thread, opened and closed in order: the same logic,
- * duplicated over this reader's slices.
+ * Keeps the slices (begins that ended, not empty) and feeds them as json_read.c does:
+ * nested again by time per thread, opened and closed in order (read_feed.c).
  */
 static int feed(struct pfr_reader *r)
 {
-	const struct pfr_event **stack;
-	size_t i, n = 0, depth = 0;
-	int err = 0;
+	struct read_slice *slices = calloc(r->count + 1, sizeof(*slices));
+	size_t i, n = 0;
+	int err;
 
-	for (i = 0; i < r->count; i++)
-		if (r->events[i].type == TYPE_SLICE_BEGIN && (r->events[i].flags & F_ENDED) &&
-		    r->events[i].dur)
-			r->events[n++] = r->events[i];
-	r->count = n;
-	stack = calloc(n + 1, sizeof(*stack));
-	if (!stack)
+	if (!slices)
 		return -ENOMEM;
-	if (n)
-		qsort(r->events, n, sizeof(*r->events), by_thread_time);
-	for (i = 0; i <= n && !err; i++) {
-		const struct pfr_event *s = i < n ? &r->events[i] : NULL;
+	for (i = 0; i < r->count; i++) {
+		const struct pfr_event *e = &r->events[i];
 
-		while (depth && !err &&
-		       (!s || stack[depth - 1]->pid != s->pid || stack[depth - 1]->tid != s->tid ||
-			stack[depth - 1]->ts + stack[depth - 1]->dur <= s->ts)) {
-			depth--;
-			err = close_slice(r, stack[depth], (uint32_t)depth);
-		}
-		if (!s || err)
-			break;
-		err = trace_summary__open(r->summary, s->pid, s->tid, (uint32_t)depth, s->name,
-					  s->file);
-		stack[depth++] = s;
+		if (e->type != TYPE_SLICE_BEGIN || !(e->flags & F_ENDED) || !e->dur)
+			continue;
+		slices[n++] = (struct read_slice){
+			.pid = e->pid,
+			.tid = e->tid,
+			.ts = e->ts,
+			.dur = e->dur,
+			.name = e->name,
+			.file = e->file,
+			.line = e->line,
+			.job = e->job,
+			.task = e->task,
+			.off_cpu = e->flags & F_OFF_CPU,
+			.no_gil = e->flags & F_NO_GIL,
+			.message = e->flags & F_MESSAGE,
+			.order = e->order,
+		};
 	}
-	free(stack);
+	err = read_feed(r->summary, slices, n, 0, 1);
+	free(slices);
 	return err;
 }
 
