@@ -384,14 +384,12 @@ static uint64_t own_runnable(const struct analysis *a, const struct an_sums *s, 
 	return over < (double)waited ? (uint64_t)over : waited;
 }
 
-/* Oversubscription, a share of @own_work; cpu-starved, of all the @work. */
-static int cpu_demand(struct analysis *a, const struct an_sums *s, uint64_t run, uint64_t work,
-		      uint64_t own_work)
+static int cpu_demand(struct analysis *a, const struct an_sums *s, uint64_t run, uint64_t work)
 {
 	uint64_t waited = s->wait[AN_WAIT_PREEMPTED];
 	double demand;
 	uint64_t own = own_runnable(a, s, run, &demand);
-	struct finding f = runnable_finding(a, FINDING_OVERSUBSCRIPTION, own, own_work);
+	struct finding f = runnable_finding(a, FINDING_OVERSUBSCRIPTION, own, work);
 	char b1[32], b2[32], b3[32];
 	int err;
 
@@ -507,7 +505,6 @@ int an_find_causes(struct analysis *a)
 {
 	uint64_t run = a->last_ns > a->first_ns ? a->last_ns - a->first_ns : 0;
 	uint64_t work = an_work_time(a);
-	uint64_t own_run = run, own_work = work; /* less the machine's time: see below */
 	struct an_sums sums;
 	size_t i;
 	int err = 0;
@@ -523,37 +520,21 @@ int an_find_causes(struct analysis *a)
 	if (!run || !work)
 		return 0;
 	sum_work_threads(a, &sums);
-	/*
-	 * The program's causes are shares of the time it had the CPUs it wanted: other
-	 * programs' turns on them (cpu-starved, the profiler's among them) are set aside,
-	 * else a busy machine dilutes every cause (a straggler's 32 % fell to 8 % with the
-	 * CPUs taken 97 % of the time). cpu-starved itself is a share of the whole.
-	 */
-	{
-		double demand;
-		uint64_t starved =
-			sums.wait[AN_WAIT_PREEMPTED] - own_runnable(a, &sums, run, &demand);
-
-		if (starved < work) {
-			own_run = (uint64_t)((double)run * (double)(work - starved) / (double)work);
-			own_work = work - starved;
-		}
-	}
 	for (i = 0; i < a->npools && !err; i++) {
-		err = imbalance(a, &a->pools[i], own_run);
+		err = imbalance(a, &a->pools[i], run);
 		if (!err)
-			err = task_overhead(a, &a->pools[i], own_run);
+			err = task_overhead(a, &a->pools[i], run);
 		if (!err)
-			err = worker_startup(a, &a->pools[i], own_run);
+			err = worker_startup(a, &a->pools[i], run);
 	}
 	if (!err)
-		err = gil_contention(a, own_run);
+		err = gil_contention(a, run);
 	if (!err)
-		err = cpu_demand(a, &sums, run, work, own_work);
+		err = cpu_demand(a, &sums, run, work);
 	if (!err)
-		err = serialization(a, &sums, own_run, own_work);
+		err = serialization(a, &sums, run, work);
 	if (!err)
-		err = waits(a, &sums, own_work);
+		err = waits(a, &sums, work);
 	if (a->nfindings)
 		qsort(a->findings, a->nfindings, sizeof(*a->findings), by_share);
 	return err;
